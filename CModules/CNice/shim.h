@@ -1,0 +1,73 @@
+// CNice: libnice and GLib, with non-variadic, type-checked wrappers for the
+// GObject property setters and signal connections Swift cannot call directly.
+#ifndef TETHER_CNICE_SHIM_H
+#define TETHER_CNICE_SHIM_H
+#include <nice/agent.h>
+#include <glib.h>
+#include <glib-object.h>
+#include <glib-unix.h>
+#include <sys/eventfd.h>
+
+typedef void (*CNice_GatheringDoneFunc)(NiceAgent *agent, guint stream_id, gpointer user_data);
+typedef void (*CNice_StateChangedFunc)(NiceAgent *agent, guint stream_id, guint component_id,
+                                       guint state, gpointer user_data);
+typedef void (*CNice_SelectedPairFunc)(NiceAgent *agent, guint stream_id, guint component_id,
+                                       NiceCandidate *lcand, NiceCandidate *rcand, gpointer user_data);
+
+static inline gulong CNice_connect_gathering_done(NiceAgent *agent, CNice_GatheringDoneFunc fn, gpointer data) {
+    return g_signal_connect_data(agent, "candidate-gathering-done", G_CALLBACK(fn), data, NULL, (GConnectFlags)0);
+}
+static inline gulong CNice_connect_state_changed(NiceAgent *agent, CNice_StateChangedFunc fn, gpointer data) {
+    return g_signal_connect_data(agent, "component-state-changed", G_CALLBACK(fn), data, NULL, (GConnectFlags)0);
+}
+static inline gulong CNice_connect_selected_pair(NiceAgent *agent, CNice_SelectedPairFunc fn, gpointer data) {
+    return g_signal_connect_data(agent, "new-selected-pair-full", G_CALLBACK(fn), data, NULL, (GConnectFlags)0);
+}
+static inline void CNice_disconnect_all(NiceAgent *agent, gpointer data) {
+    g_signal_handlers_disconnect_matched(agent, G_SIGNAL_MATCH_DATA, 0, 0, NULL, NULL, data);
+}
+
+static inline void CNice_set_bool(NiceAgent *agent, const char *name, gboolean value) {
+    GValue v = G_VALUE_INIT;
+    g_value_init(&v, G_TYPE_BOOLEAN);
+    g_value_set_boolean(&v, value);
+    g_object_set_property(G_OBJECT(agent), name, &v);
+    g_value_unset(&v);
+}
+static inline void CNice_set_uint(NiceAgent *agent, const char *name, guint value) {
+    GValue v = G_VALUE_INIT;
+    g_value_init(&v, G_TYPE_UINT);
+    g_value_set_uint(&v, value);
+    g_object_set_property(G_OBJECT(agent), name, &v);
+    g_value_unset(&v);
+}
+static inline void CNice_set_string(NiceAgent *agent, const char *name, const char *value) {
+    GValue v = G_VALUE_INIT;
+    g_value_init(&v, G_TYPE_STRING);
+    g_value_set_string(&v, value);
+    g_object_set_property(G_OBJECT(agent), name, &v);
+    g_value_unset(&v);
+}
+
+/// Runs `fn(data)` once on the thread that iterates `ctx` (or at once if the
+/// caller already owns it). libnice emits signals on the calling thread, so
+/// every agent call that can emit one goes through here.
+typedef gboolean (*CNice_SourceFunc)(gpointer data);
+static inline void CNice_invoke(GMainContext *ctx, CNice_SourceFunc fn, gpointer data) {
+    g_main_context_invoke(ctx, (GSourceFunc)fn, data);
+}
+
+/// Watches `fd` for input on `ctx`, calling `fn(fd, condition, data)` on the loop thread.
+typedef gboolean (*CNice_FDFunc)(gint fd, GIOCondition condition, gpointer data);
+static inline GSource *CNice_add_fd_watch(GMainContext *ctx, gint fd, CNice_FDFunc fn, gpointer data) {
+    GSource *source = g_unix_fd_source_new(fd, G_IO_IN);
+    g_source_set_callback(source, (GSourceFunc)(void (*)(void))fn, data, NULL);
+    g_source_set_priority(source, G_PRIORITY_HIGH);
+    g_source_attach(source, ctx);
+    return source;
+}
+
+static inline void CNice_free_candidate_list(GSList *list) {
+    g_slist_free_full(list, (GDestroyNotify)nice_candidate_free);
+}
+#endif

@@ -1,0 +1,79 @@
+// swift-tools-version:6.0
+// Tether: the real-time audio media layer of a Linux softphone.
+import PackageDescription
+
+let package = Package(
+    name: "Tether",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "Tether", targets: ["Tether"]),
+        .executable(name: "tether", targets: ["tether"]),
+        .executable(name: "tether-bench", targets: ["tether-bench"]),
+    ],
+    dependencies: [
+        // Command-line parsing for `tether` and `tether-bench`.
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+    ],
+    targets: [
+        // MARK: C system libraries (Debian packages through pkg-config)
+        .systemLibrary(
+            name: "COpus", path: "CModules/COpus", pkgConfig: "opus",
+            providers: [.apt(["libopus-dev"])]),
+        .systemLibrary(
+            name: "CSRTP", path: "CModules/CSRTP", pkgConfig: "libsrtp2",
+            providers: [.apt(["libsrtp2-dev"])]),
+        .systemLibrary(
+            name: "CNice", path: "CModules/CNice", pkgConfig: "nice",
+            providers: [.apt(["libnice-dev"])]),
+        .systemLibrary(
+            name: "CALSA", path: "CModules/CALSA", pkgConfig: "alsa",
+            providers: [.apt(["libasound2-dev"])]),
+        .systemLibrary(
+            name: "CPulse", path: "CModules/CPulse", pkgConfig: "libpulse",
+            providers: [.apt(["libpulse-dev"])]),
+
+        // MARK: Layers
+        // Lock-free rings, wake-ups, realtime threads, monotonic time.
+        .target(name: "CTetherSystem"),
+        .target(name: "TetherRealtime", dependencies: ["CTetherSystem"]),
+        // Opus encoder/decoder owners.
+        .target(name: "TetherCodec", dependencies: ["COpus"]),
+        // RTP/RTCP (sans-IO parsing and statistics) and SRTP (libsrtp2).
+        .target(name: "TetherRTP", dependencies: ["CSRTP", "CTetherSystem"]),
+        // ICE transport over libnice with its own GLib main-context thread.
+        .target(name: "TetherICE", dependencies: ["CNice", "TetherRealtime"]),
+        // Audio sources and sinks: test signal, WAV files, (devices later).
+        .target(name: "TetherAudio", dependencies: ["TetherRealtime", "CALSA", "CPulse"]),
+        // The sans-IO core: SDP, jitter buffer, decisions. No clocks, no sockets.
+        .target(name: "TetherCore", dependencies: ["TetherRTP"]),
+        // The public API: CallSession, errors, statistics, the media loop.
+        .target(
+            name: "Tether",
+            dependencies: [
+                "TetherRealtime", "TetherCodec", "TetherRTP", "TetherICE", "TetherAudio", "TetherCore",
+            ]),
+        // The `tether` command.
+        .executableTarget(
+            name: "tether",
+            dependencies: ["Tether", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
+        // The bench executable.
+        .executableTarget(
+            name: "tether-bench",
+            dependencies: [
+                "Tether", "TetherCodec", "TetherRTP", "TetherCore", "TetherRealtime", "CSRTP", "COpus",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Benchmarks/tether-bench"),
+
+        // MARK: Tests
+        .target(name: "CAllocationCounter", path: "Tests/CAllocationCounter"),
+        .testTarget(name: "TetherRealtimeTests", dependencies: ["TetherRealtime"]),
+        .testTarget(name: "TetherCodecTests", dependencies: ["TetherCodec"]),
+        .testTarget(name: "TetherRTPTests", dependencies: ["TetherRTP"]),
+        .testTarget(name: "TetherICETests", dependencies: ["TetherICE"]),
+        .testTarget(name: "TetherAudioTests", dependencies: ["TetherAudio"]),
+        .testTarget(name: "TetherCoreTests", dependencies: ["TetherCore"]),
+        .testTarget(name: "TetherTests", dependencies: ["Tether", "TetherAudio", "CAllocationCounter"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

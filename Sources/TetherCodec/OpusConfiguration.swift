@@ -1,0 +1,50 @@
+/// Opus encoder settings for a voice call. Tether always codes 48 kHz mono.
+public struct OpusConfiguration: Sendable, Equatable {
+    /// Frame duration in milliseconds: 10, 20, 40 or 60.
+    public var frameDurationMilliseconds: Int
+    /// Target bitrate in bits per second (6 000 … 510 000).
+    public var bitrateBitsPerSecond: Int
+    /// Encoder complexity, 0 (cheapest) … 10 (best).
+    public var complexity: Int
+    /// Whether to embed in-band forward error correction (LBRR) for the previous frame.
+    public var inBandFEC: Bool
+    /// Expected packet loss in percent (0 … 100): how much in-band FEC the encoder spends.
+    public var expectedLossPercent: Int
+    /// Discontinuous transmission: near-silent frames are sent rarely (at least every 400 ms).
+    public var discontinuousTransmission: Bool
+
+    /// The sample rate Tether codes at, in hertz.
+    public static let sampleRateHertz = 48_000
+    /// Frame durations Opus allows for Tether, in milliseconds.
+    public static let allowedFrameDurationsMilliseconds = [10, 20, 40, 60]
+
+    public init(
+        frameDurationMilliseconds: Int = 20, bitrateBitsPerSecond: Int = 32_000, complexity: Int = 9,
+        inBandFEC: Bool = true, expectedLossPercent: Int = 10, discontinuousTransmission: Bool = false
+    ) {
+        self.frameDurationMilliseconds = frameDurationMilliseconds
+        self.bitrateBitsPerSecond = bitrateBitsPerSecond
+        self.complexity = complexity
+        self.inBandFEC = inBandFEC
+        self.expectedLossPercent = expectedLossPercent
+        self.discontinuousTransmission = discontinuousTransmission
+    }
+
+    /// Samples in one frame at 48 kHz mono.
+    public var samplesPerFrame: Int { Self.sampleRateHertz / 1000 * frameDurationMilliseconds }
+
+    /// A problem with these settings, or `nil` when they are valid.
+    public var validationProblem: String? {
+        if !Self.allowedFrameDurationsMilliseconds.contains(frameDurationMilliseconds) {
+            return "frame duration \(frameDurationMilliseconds) ms is not one of 10, 20, 40, 60"
+        }
+        if !(6_000...510_000).contains(bitrateBitsPerSecond) {
+            return "bitrate \(bitrateBitsPerSecond) b/s is outside 6000…510000"
+        }
+        if !(0...10).contains(complexity) { return "complexity \(complexity) is outside 0…10" }
+        if !(0...100).contains(expectedLossPercent) {
+            return "expected loss \(expectedLossPercent) % is outside 0…100"
+        }
+        return nil
+    }
+}

@@ -1,0 +1,62 @@
+import COpus
+
+/// Owns one libopus decoder (48 kHz mono): decoding, packet-loss concealment and in-band FEC.
+///
+/// Never allocates after creation. Not thread-safe: the media loop owns it.
+public final class OpusDecoder: @unchecked Sendable {
+    private let decoder: OpaquePointer
+
+    /// Creates a decoder.
+    public init() throws(OpusCodecError) {
+        var error: Int32 = 0
+        guard let d = opus_decoder_create(Int32(OpusConfiguration.sampleRateHertz), 1, &error), error == OPUS_OK else {
+            throw OpusCodecError(code: error, operation: "opus_decoder_create")
+        }
+        decoder = d
+    }
+
+    deinit {
+        opus_decoder_destroy(decoder)
+    }
+
+    /// Decodes `packet` into `pcm`.
+    /// - Returns: samples decoded.
+    /// - Note: Media loop only. Never allocates.
+    @inline(__always)
+    public func decode(_ packet: UnsafeRawBufferPointer, into pcm: UnsafeMutableBufferPointer<Int16>) throws(OpusCodecError) -> Int {
+        let n = opus_decode(
+            decoder, packet.baseAddress?.assumingMemoryBound(to: UInt8.self), Int32(packet.count),
+            pcm.baseAddress!, Int32(pcm.count), 0)
+        if n < 0 { throw OpusCodecError(code: n, operation: "opus_decode") }
+        return Int(n)
+    }
+
+    /// Conceals a lost frame of `pcm.count` samples (packet-loss concealment; fades over long gaps).
+    /// - Note: Media loop only. Never allocates.
+    @inline(__always)
+    public func conceal(into pcm: UnsafeMutableBufferPointer<Int16>) throws(OpusCodecError) -> Int {
+        let n = opus_decode(decoder, nil, 0, pcm.baseAddress!, Int32(pcm.count), 0)
+        if n < 0 { throw OpusCodecError(code: n, operation: "opus_decode (PLC)") }
+        return Int(n)
+    }
+
+    /// Rebuilds the frame lost just before `nextPacket` from `nextPacket`'s in-band FEC data.
+    /// `pcm.count` must be the lost frame's duration. When the packet has no FEC data libopus
+    /// falls back to concealment.
+    /// - Note: Media loop only. Never allocates.
+    @inline(__always)
+    public func decodeFEC(from nextPacket: UnsafeRawBufferPointer, into pcm: UnsafeMutableBufferPointer<Int16>) throws(OpusCodecError) -> Int {
+        let n = opus_decode(
+            decoder, nextPacket.baseAddress?.assumingMemoryBound(to: UInt8.self), Int32(nextPacket.count),
+            pcm.baseAddress!, Int32(pcm.count), 1)
+        if n < 0 { throw OpusCodecError(code: n, operation: "opus_decode (FEC)") }
+        return Int(n)
+    }
+
+    /// Samples in `packet` at 48 kHz, or `nil` when the packet is malformed.
+    public static func sampleCount(of packet: UnsafeRawBufferPointer) -> Int? {
+        guard let base = packet.baseAddress, packet.count > 0 else { return nil }
+        let n = opus_packet_get_nb_samples(base.assumingMemoryBound(to: UInt8.self), Int32(packet.count), 48_000)
+        return n > 0 ? Int(n) : nil
+    }
+}

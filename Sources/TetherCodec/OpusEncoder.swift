@@ -1,0 +1,69 @@
+import COpus
+
+/// Owns one libopus encoder (48 kHz mono, VOIP application).
+///
+/// Encoding never allocates: libopus works in the state allocated at creation (and on the stack,
+/// about 50 KiB). Not thread-safe: the media loop owns it.
+public final class OpusEncoder: @unchecked Sendable {
+    private let encoder: OpaquePointer
+    /// The settings in force.
+    public private(set) var configuration: OpusConfiguration
+    /// Samples of algorithmic delay the encoder adds (312 at 48 kHz).
+    public let lookaheadSamples: Int
+
+    /// Creates an encoder.
+    /// - Throws: `OpusCodecError` when libopus refuses the settings.
+    public init(configuration: OpusConfiguration) throws(OpusCodecError) {
+        if configuration.validationProblem != nil { throw OpusCodecError(code: OPUS_BAD_ARG, operation: "opus configuration") }
+        var error: Int32 = 0
+        guard let e = opus_encoder_create(Int32(OpusConfiguration.sampleRateHertz), 1, OPUS_APPLICATION_VOIP, &error),
+            error == OPUS_OK
+        else { throw OpusCodecError(code: error, operation: "opus_encoder_create") }
+        encoder = e
+        self.configuration = configuration
+        _ = COpus_encoder_set_signal_voice(e)
+        var lookahead: Int32 = 0
+        _ = COpus_encoder_get_lookahead(e, &lookahead)
+        lookaheadSamples = Int(lookahead)
+        do throws(OpusCodecError) {
+            try apply(configuration)
+        } catch {
+            opus_encoder_destroy(e)
+            throw error
+        }
+    }
+
+    deinit {
+        opus_encoder_destroy(encoder)
+    }
+
+    /// Changes bitrate, complexity, FEC, expected loss and DTX. The frame duration is fixed per call.
+    public func apply(_ new: OpusConfiguration) throws(OpusCodecError) {
+        try check(COpus_encoder_set_bitrate(encoder, Int32(new.bitrateBitsPerSecond)), "OPUS_SET_BITRATE")
+        try check(COpus_encoder_set_complexity(encoder, Int32(new.complexity)), "OPUS_SET_COMPLEXITY")
+        try check(COpus_encoder_set_inband_fec(encoder, new.inBandFEC ? 1 : 0), "OPUS_SET_INBAND_FEC")
+        try check(COpus_encoder_set_packet_loss_perc(encoder, Int32(new.expectedLossPercent)), "OPUS_SET_PACKET_LOSS_PERC")
+        try check(COpus_encoder_set_dtx(encoder, new.discontinuousTransmission ? 1 : 0), "OPUS_SET_DTX")
+        configuration.bitrateBitsPerSecond = new.bitrateBitsPerSecond
+        configuration.complexity = new.complexity
+        configuration.inBandFEC = new.inBandFEC
+        configuration.expectedLossPercent = new.expectedLossPercent
+        configuration.discontinuousTransmission = new.discontinuousTransmission
+    }
+
+    private func check(_ rc: Int32, _ operation: StaticString) throws(OpusCodecError) {
+        if rc != OPUS_OK { throw OpusCodecError(code: rc, operation: operation) }
+    }
+
+    /// Encodes one frame of `configuration.samplesPerFrame` samples.
+    /// - Returns: the packet length in bytes; 1 or 2 means a DTX frame the caller may skip sending.
+    /// - Note: Media loop only. Never allocates.
+    @inline(__always)
+    public func encode(_ pcm: UnsafePointer<Int16>, into packet: UnsafeMutableRawBufferPointer) throws(OpusCodecError) -> Int {
+        let n = opus_encode(
+            encoder, pcm, Int32(configuration.samplesPerFrame),
+            packet.baseAddress!.assumingMemoryBound(to: UInt8.self), Int32(packet.count))
+        if n < 0 { throw OpusCodecError(code: n, operation: "opus_encode") }
+        return Int(n)
+    }
+}

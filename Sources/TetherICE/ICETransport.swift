@@ -1,0 +1,360 @@
+import CNice
+import Glibc
+import Synchronization
+import TetherRealtime
+
+/// State the GLib-thread callbacks reach through a raw pointer, so the receive and send paths
+/// touch no ARC-managed object.
+struct ICEHotPathContext {
+    var agent: OpaquePointer?
+    var streamID: guint
+    var receiveRing: Unmanaged<PacketRing>
+    var receiveWakeup: Unmanaged<Wakeup>
+    var sendRing: Unmanaged<PacketRing>
+    var sendEventFD: Int32
+    /// Datagrams libnice refused to send (no selected pair yet, or a failed path).
+    var sendFailures: UnsafeMutablePointer<Int>
+}
+
+/// One ICE stream with one component (RTP and RTCP multiplexed) over libnice.
+///
+/// libnice runs on its own GLib main-context thread. Received datagrams are copied into
+/// `receiveRing` on that thread, stamped with their monotonic arrival instant, and the media loop
+/// is woken through `receiveWakeup`. Outgoing datagrams are queued by the media loop with `send`
+/// into a ring that the GLib thread drains into `nice_agent_send`, so the media loop never waits
+/// on libnice's agent lock.
+public final class ICETransport: @unchecked Sendable {
+    /// The configuration in force.
+    public let configuration: ICETransportConfiguration
+    private let context: OpaquePointer  // GMainContext
+    private let loop: OpaquePointer  // GMainLoop
+    private let agent: OpaquePointer
+    private let streamID: guint
+    private let thread = RealtimeThread(name: "tether-ice", realtimePriority: 0)
+    private let hot: UnsafeMutablePointer<ICEHotPathContext>
+    private let sendRing: PacketRing
+    private let sendEventFD: Int32
+    private var sendWatch: UnsafeMutablePointer<GSource>?
+    private let eventHandler: @Sendable (ICETransportEvent) -> Void
+    private let closed = Atomic<Bool>(false)
+
+    /// Creates the agent and its stream, and starts the GLib thread. Gathering starts with `gatherCandidates()`.
+    /// - Parameters:
+    ///   - receiveRing: where received datagrams go (producer: the GLib thread).
+    ///   - receiveWakeup: signalled after each received datagram.
+    ///   - eventHandler: called on the GLib thread for every `ICETransportEvent`.
+    public init(
+        configuration: ICETransportConfiguration, receiveRing: PacketRing, receiveWakeup: Wakeup,
+        eventHandler: @escaping @Sendable (ICETransportEvent) -> Void
+    ) throws(ICETransportError) {
+        self.configuration = configuration
+        self.eventHandler = eventHandler
+        context = g_main_context_new()
+        loop = g_main_loop_new(context, 0)
+        guard let a = nice_agent_new_full(context, NICE_COMPATIBILITY_RFC5245, NICE_AGENT_OPTION_NONE) else {
+            g_main_loop_unref(loop)
+            g_main_context_unref(context)
+            throw .agentCreationFailed("nice_agent_new_full returned NULL")
+        }
+        agent = a
+        // UPnP is on in Debian's build and multicasts SSDP; ICE-TCP is not used by Tether.
+        CNice_set_bool(a, "upnp", 0)
+        CNice_set_bool(a, "ice-tcp", 0)
+        CNice_set_bool(a, "ice-udp", 1)
+        CNice_set_bool(a, "controlling-mode", configuration.controlling ? 1 : 0)
+        var failure: ICETransportError?
+        for address in configuration.localAddresses {
+            var addr = NiceAddress()
+            nice_address_init(&addr)
+            if nice_address_set_from_string(&addr, address) == 0 {
+                failure = .invalidLocalAddress(address)
+                break
+            }
+            nice_agent_add_local_address(a, &addr)
+        }
+        if failure == nil, let stun = configuration.stunServer {
+            var probe = NiceAddress()
+            if nice_address_set_from_string(&probe, stun.address) == 0 {
+                failure = .invalidServer(stun.address)
+            } else {
+                CNice_set_string(a, "stun-server", stun.address)
+                CNice_set_uint(a, "stun-server-port", guint(stun.port))
+            }
+        }
+        let stream = failure == nil ? nice_agent_add_stream(a, 1) : 0
+        if failure == nil && stream == 0 { failure = .agentCreationFailed("nice_agent_add_stream failed") }
+        if failure == nil, let turn = configuration.turnServer {
+            if nice_agent_set_relay_info(a, stream, 1, turn.address, guint(turn.port), turn.username, turn.password, NICE_RELAY_TYPE_TURN_UDP) == 0 {
+                failure = .invalidServer(turn.address)
+            }
+        }
+        let fd = eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC))
+        if failure == nil && fd < 0 { failure = .agentCreationFailed("eventfd failed: errno \(errno)") }
+        if let failure {
+            if fd >= 0 { Glibc.close(fd) }
+            g_object_unref(UnsafeMutableRawPointer(a))
+            g_main_loop_unref(loop)
+            g_main_context_unref(context)
+            throw failure
+        }
+        streamID = stream
+        sendEventFD = fd
+        sendRing = PacketRing(slotCount: 128, maximumPacketBytes: 1500)
+        let failures = UnsafeMutablePointer<Int>.allocate(capacity: 1)
+        failures.initialize(to: 0)
+        hot = .allocate(capacity: 1)
+        hot.initialize(
+            to: ICEHotPathContext(
+                agent: a, streamID: stream, receiveRing: .passRetained(receiveRing), receiveWakeup: .passRetained(receiveWakeup),
+                sendRing: .passRetained(sendRing), sendEventFD: fd, sendFailures: failures))
+
+        let me = Unmanaged.passUnretained(self).toOpaque()
+        _ = CNice_connect_gathering_done(a, iceGatheringDone, me)
+        _ = CNice_connect_state_changed(a, iceStateChanged, me)
+        _ = CNice_connect_selected_pair(a, iceSelectedPair, me)
+        nice_agent_attach_recv(a, stream, 1, context, iceReceive, UnsafeMutableRawPointer(hot))
+        sendWatch = CNice_add_fd_watch(context, fd, iceSendReady, UnsafeMutableRawPointer(hot))
+
+        let ctx = context
+        let mainLoop = loop
+        do {
+            try thread.start { _ in
+                g_main_context_push_thread_default(ctx)
+                g_main_loop_run(mainLoop)
+                g_main_context_pop_thread_default(ctx)
+            }
+        } catch {
+            teardown()
+            throw .agentCreationFailed(error.description)
+        }
+    }
+
+    deinit {
+        close()
+    }
+
+    /// Datagrams libnice refused to send so far.
+    public var sendFailureCount: Int { hot.pointee.sendFailures.pointee }
+    /// Datagrams dropped because the send queue was full.
+    public var sendQueueDropCount: Int { sendRing.droppedBecauseFull + sendRing.droppedBecauseOversize }
+
+    /// Starts gathering local candidates; `.gatheringDone` follows.
+    public func gatherCandidates() {
+        let a = agent
+        let s = streamID
+        onLoopThread { _ = nice_agent_gather_candidates(a, s) }
+    }
+
+    /// The local ICE username fragment and password.
+    public func localCredentials() -> (ufrag: String, password: String) {
+        var ufrag: UnsafeMutablePointer<gchar>?
+        var pwd: UnsafeMutablePointer<gchar>?
+        guard nice_agent_get_local_credentials(agent, streamID, &ufrag, &pwd) != 0, let ufrag, let pwd else {
+            return ("", "")
+        }
+        defer {
+            g_free(ufrag)
+            g_free(pwd)
+        }
+        return (String(cString: ufrag), String(cString: pwd))
+    }
+
+    /// Sets the peer's credentials and candidates (SDP attribute values, `candidate:…`), which
+    /// starts connectivity checks. Runs on the GLib thread; returns once applied.
+    public func setRemote(ufrag: String, password: String, candidates: [String]) throws(ICETransportError) {
+        guard !closed.load(ordering: .acquiring) else { throw .closed }
+        let a = agent
+        let s = streamID
+        let result = Mutex<ICETransportError?>(nil)
+        let done = Wakeup()
+        onLoopThread {
+            defer { done.signal() }
+            guard nice_agent_set_remote_credentials(a, s, ufrag, password) != 0 else {
+                result.withLock { $0 = .remoteRejected("credentials") }
+                return
+            }
+            var list: UnsafeMutablePointer<GSList>?
+            for line in candidates {
+                let sdp = line.hasPrefix("a=") ? line : "a=" + line
+                guard let c = nice_agent_parse_remote_candidate_sdp(a, s, sdp) else {
+                    result.withLock { $0 = .invalidRemoteCandidate(line) }
+                    continue
+                }
+                list = g_slist_append(list, c)
+            }
+            if list != nil {
+                let n = nice_agent_set_remote_candidates(a, s, 1, list)
+                CNice_free_candidate_list(list)
+                if n < 0 { result.withLock { $0 = .remoteRejected("candidates") } }
+            }
+        }
+        _ = done.wait(untilMonotonicNanoseconds: MonotonicClock.nanoseconds() + 5_000_000_000)
+        if let e = result.withLock({ $0 }) { throw e }
+    }
+
+    /// Queues one datagram for sending (copied). Returns `false` when the queue is full.
+    /// - Note: Media loop only. Never allocates or locks: a ring push and an eventfd write.
+    @inline(__always)
+    @discardableResult
+    public func send(_ datagram: UnsafeRawBufferPointer) -> Bool {
+        guard sendRing.push(datagram, arrivalNanoseconds: 0) else { return false }
+        _ = eventfd_write(sendEventFD, 1)
+        return true
+    }
+
+    /// Stops the GLib thread and frees the agent. Idempotent.
+    public func close() {
+        guard !closed.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        let a = agent
+        let s = streamID
+        let ctx = context
+        let done = Wakeup()
+        let me = Unmanaged.passUnretained(self).toOpaque()
+        onLoopThread {
+            nice_agent_attach_recv(a, s, 1, ctx, nil, nil)
+            CNice_disconnect_all(a, me)
+            done.signal()
+        }
+        _ = done.wait(untilMonotonicNanoseconds: MonotonicClock.nanoseconds() + 5_000_000_000)
+        g_main_loop_quit(loop)
+        thread.join()
+        teardown()
+    }
+
+    private func teardown() {
+        if let w = sendWatch {
+            g_source_destroy(w)
+            g_source_unref(w)
+            sendWatch = nil
+        }
+        g_object_unref(UnsafeMutableRawPointer(agent))
+        // Drain whatever the agent's finalisation left on the context.
+        while g_main_context_iteration(context, 0) != 0 {}
+        g_main_loop_unref(loop)
+        g_main_context_unref(context)
+        Glibc.close(sendEventFD)
+        hot.pointee.receiveRing.release()
+        hot.pointee.receiveWakeup.release()
+        hot.pointee.sendRing.release()
+        hot.pointee.sendFailures.deallocate()
+        hot.deinitialize(count: 1)
+        hot.deallocate()
+    }
+
+    /// Runs `body` on the GLib thread (libnice emits signals on the calling thread).
+    private func onLoopThread(_ body: @escaping () -> Void) {
+        let box = Unmanaged.passRetained(LoopClosure(body)).toOpaque()
+        CNice_invoke(context, iceRunClosure, box)
+    }
+
+    fileprivate func deliver(_ event: ICETransportEvent) {
+        eventHandler(event)
+    }
+
+    fileprivate func gatheredCandidates() -> [String] {
+        var out: [String] = []
+        guard let list = nice_agent_get_local_candidates(agent, streamID, 1) else { return out }
+        var node: UnsafeMutablePointer<GSList>? = list
+        while let n = node {
+            if let cand = n.pointee.data?.assumingMemoryBound(to: NiceCandidate.self),
+                let sdp = nice_agent_generate_local_candidate_sdp(agent, cand)
+            {
+                var s = String(cString: sdp)
+                g_free(sdp)
+                if s.hasPrefix("a=") { s.removeFirst(2) }
+                out.append(s)
+            }
+            node = n.pointee.next
+        }
+        CNice_free_candidate_list(list)
+        return out
+    }
+}
+
+private final class LoopClosure {
+    let body: () -> Void
+    init(_ body: @escaping () -> Void) { self.body = body }
+}
+
+private func iceRunClosure(_ data: gpointer?) -> gboolean {
+    let box = Unmanaged<LoopClosure>.fromOpaque(data!).takeRetainedValue()
+    box.body()
+    return 0  // G_SOURCE_REMOVE
+}
+
+/// Receive callback: runs on the GLib thread. Copies the datagram into the ring and wakes the
+/// media loop; no allocation, no lock, no ARC traffic.
+private func iceReceive(
+    _ agent: OpaquePointer?, _ stream: guint, _ component: guint, _ length: guint,
+    _ buffer: UnsafeMutablePointer<gchar>?, _ userData: gpointer?
+) {
+    guard let userData, let buffer else { return }
+    let hot = userData.assumingMemoryBound(to: ICEHotPathContext.self)
+    let now = MonotonicClock.nanoseconds()
+    let pushed = hot.pointee.receiveRing._withUnsafeGuaranteedRef {
+        $0.push(UnsafeRawBufferPointer(start: buffer, count: Int(length)), arrivalNanoseconds: now)
+    }
+    if pushed {
+        hot.pointee.receiveWakeup._withUnsafeGuaranteedRef { $0.signal() }
+    }
+}
+
+/// Send-queue watch: runs on the GLib thread when the media loop queued datagrams.
+private func iceSendReady(_ fd: gint, _ condition: GIOCondition, _ userData: gpointer?) -> gboolean {
+    guard let userData else { return 1 }
+    let hot = userData.assumingMemoryBound(to: ICEHotPathContext.self)
+    var value: eventfd_t = 0
+    _ = eventfd_read(fd, &value)
+    let agent = hot.pointee.agent
+    let stream = hot.pointee.streamID
+    hot.pointee.sendRing._withUnsafeGuaranteedRef { ring in
+        while let sent = ring.pop({ buffer, _ in
+            nice_agent_send(agent, stream, 1, guint(buffer.count), buffer.baseAddress?.assumingMemoryBound(to: gchar.self))
+        }) {
+            if sent < 0 { hot.pointee.sendFailures.pointee += 1 }
+        }
+    }
+    return 1  // G_SOURCE_CONTINUE
+}
+
+private func iceGatheringDone(_ agent: OpaquePointer?, _ stream: guint, _ userData: gpointer?) {
+    let me = Unmanaged<ICETransport>.fromOpaque(userData!).takeUnretainedValue()
+    me.deliver(.gatheringDone(candidates: me.gatheredCandidates()))
+}
+
+private func iceStateChanged(
+    _ agent: OpaquePointer?, _ stream: guint, _ component: guint, _ state: guint, _ userData: gpointer?
+) {
+    let me = Unmanaged<ICETransport>.fromOpaque(userData!).takeUnretainedValue()
+    me.deliver(.componentStateChanged(ICEComponentState(rawValue: Int(state)) ?? .failed))
+}
+
+private func iceSelectedPair(
+    _ agent: OpaquePointer?, _ stream: guint, _ component: guint,
+    _ local: UnsafeMutablePointer<NiceCandidate>?, _ remote: UnsafeMutablePointer<NiceCandidate>?, _ userData: gpointer?
+) {
+    let me = Unmanaged<ICETransport>.fromOpaque(userData!).takeUnretainedValue()
+    guard let local, let remote else { return }
+    me.deliver(
+        .selectedPairChanged(
+            local: describe(&local.pointee.addr), remote: describe(&remote.pointee.addr),
+            localType: typeName(local.pointee.type), remoteType: typeName(remote.pointee.type)))
+}
+
+private func describe(_ address: UnsafeMutablePointer<NiceAddress>) -> String {
+    var buffer = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN) + 1)
+    nice_address_to_string(address, &buffer)
+    let host = String(cString: buffer)
+    let port = nice_address_get_port(address)
+    return host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
+}
+
+private func typeName(_ type: NiceCandidateType) -> String {
+    switch type {
+    case NICE_CANDIDATE_TYPE_HOST: "host"
+    case NICE_CANDIDATE_TYPE_SERVER_REFLEXIVE: "srflx"
+    case NICE_CANDIDATE_TYPE_PEER_REFLEXIVE: "prflx"
+    case NICE_CANDIDATE_TYPE_RELAYED: "relay"
+    default: "unknown"
+    }
+}

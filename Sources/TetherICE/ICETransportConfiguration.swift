@@ -1,0 +1,38 @@
+/// A STUN or TURN server, by IP address (libnice takes literals; resolve names first).
+public struct ICEServer: Sendable, Equatable {
+    /// IPv4 or IPv6 literal.
+    public var address: String
+    /// UDP port.
+    public var port: UInt16
+    /// TURN username (ignored for STUN).
+    public var username: String
+    /// TURN password (ignored for STUN). Never logged.
+    public var password: String
+
+    public init(address: String, port: UInt16 = 3478, username: String = "", password: String = "") {
+        self.address = address
+        self.port = port
+        self.username = username
+        self.password = password
+    }
+}
+
+/// How the ICE agent is set up for one call.
+public struct ICETransportConfiguration: Sendable, Equatable {
+    /// Whether this agent is controlling (RFC 8445 §6.1.1: the offerer is).
+    public var controlling: Bool
+    /// Local IP addresses to gather host candidates on; empty means every interface but loopback.
+    /// Give `127.0.0.1` here to use loopback (tests, the demo).
+    public var localAddresses: [String]
+    /// STUN server for server-reflexive candidates.
+    public var stunServer: ICEServer?
+    /// TURN server (UDP) for relayed candidates.
+    public var turnServer: ICEServer?
+
+    public init(controlling: Bool, localAddresses: [String] = [], stunServer: ICEServer? = nil, turnServer: ICEServer? = nil) {
+        self.controlling = controlling
+        self.localAddresses = localAddresses
+        self.stunServer = stunServer
+        self.turnServer = turnServer
+    }
+}

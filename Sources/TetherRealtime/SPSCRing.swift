@@ -1,0 +1,113 @@
+import Synchronization
+
+/// A lock-free single-producer/single-consumer ring of trivially copyable elements.
+///
+/// Capacity is a power of two fixed at creation; the storage is allocated once in `init` and
+/// never again. One thread may write and one (other) thread may read at the same time, with no
+/// locks and no allocation: device threads and the media loop hand PCM samples and packets to
+/// each other through rings.
+///
+/// The indices are free-running counters (they never wrap in practice: 2^63 elements); the slot
+/// of index `i` is `i & mask`. The producer publishes `tail` with release ordering after writing
+/// the elements, and the consumer reads it with acquire ordering before reading them; symmetrically
+/// the consumer publishes `head` with release after it has finished reading, so the producer never
+/// overwrites a slot that is still being read.
+public final class SPSCRing<Element: BitwiseCopyable>: @unchecked Sendable {
+    /// Number of elements the ring holds when full.
+    public let capacity: Int
+    private let mask: Int
+    private let storage: UnsafeMutablePointer<Element>
+    /// Index of the next element to read. Written by the consumer only.
+    private let head = Atomic<Int>(0)
+    /// Index of the next element to write. Written by the producer only.
+    private let tail = Atomic<Int>(0)
+
+    /// Creates a ring holding `capacity` elements.
+    /// - Precondition: `capacity` is a power of two, at least 1.
+    public init(capacity: Int) {
+        precondition(capacity > 0 && capacity & (capacity - 1) == 0, "SPSCRing capacity must be a power of two")
+        self.capacity = capacity
+        self.mask = capacity - 1
+        self.storage = .allocate(capacity: capacity)
+    }
+
+    deinit {
+        storage.deallocate()
+    }
+
+    /// Elements currently readable. Exact when called by the consumer, a lower bound otherwise.
+    public var availableToRead: Int {
+        // Acquire on tail: the producer's element writes happen-before our later reads.
+        tail.load(ordering: .acquiring) &- head.load(ordering: .relaxed)
+    }
+
+    /// Free slots. Exact when called by the producer, a lower bound otherwise.
+    public var availableToWrite: Int {
+        // Acquire on head: the consumer has finished reading the slots it released.
+        capacity &- (tail.load(ordering: .relaxed) &- head.load(ordering: .acquiring))
+    }
+
+    /// Writes as many elements of `source` as fit and returns how many were written.
+    /// - Note: Producer thread only. Never allocates, locks or blocks.
+    @discardableResult
+    public func write(_ source: UnsafeBufferPointer<Element>) -> Int {
+        let t = tail.load(ordering: .relaxed)
+        let h = head.load(ordering: .acquiring)
+        let count = min(source.count, capacity &- (t &- h))
+        guard count > 0, let base = source.baseAddress else { return 0 }
+        let start = t & mask
+        let first = min(count, capacity &- start)
+        (storage + start).update(from: base, count: first)
+        if count > first {
+            storage.update(from: base + first, count: count &- first)
+        }
+        // Release: the element writes above become visible before the new tail.
+        tail.store(t &+ count, ordering: .releasing)
+        return count
+    }
+
+    /// Writes all of `source` or nothing.
+    /// - Returns: `false` (and writes nothing) when there is not room for every element.
+    /// - Note: Producer thread only.
+    public func writeAll(_ source: UnsafeBufferPointer<Element>) -> Bool {
+        guard availableToWrite >= source.count else { return false }
+        return write(source) == source.count
+    }
+
+    /// Reads up to `destination.count` elements and returns how many were read.
+    /// - Note: Consumer thread only. Never allocates, locks or blocks.
+    @discardableResult
+    public func read(into destination: UnsafeMutableBufferPointer<Element>) -> Int {
+        let h = head.load(ordering: .relaxed)
+        let t = tail.load(ordering: .acquiring)
+        let count = min(destination.count, t &- h)
+        guard count > 0, let base = destination.baseAddress else { return 0 }
+        let start = h & mask
+        let first = min(count, capacity &- start)
+        base.update(from: storage + start, count: first)
+        if count > first {
+            (base + first).update(from: storage, count: count &- first)
+        }
+        // Release: our reads of the slots complete before the producer may reuse them.
+        head.store(h &+ count, ordering: .releasing)
+        return count
+    }
+
+    /// Reads exactly `destination.count` elements or nothing.
+    /// - Note: Consumer thread only.
+    public func readAll(into destination: UnsafeMutableBufferPointer<Element>) -> Bool {
+        guard availableToRead >= destination.count else { return false }
+        return read(into: destination) == destination.count
+    }
+
+    /// Drops up to `count` readable elements; returns how many were dropped.
+    /// - Note: Consumer thread only.
+    @discardableResult
+    public func discard(_ count: Int) -> Int {
+        let h = head.load(ordering: .relaxed)
+        let t = tail.load(ordering: .acquiring)
+        let n = min(count, t &- h)
+        head.store(h &+ n, ordering: .releasing)
+        return n
+    }
+}

@@ -1,0 +1,108 @@
+import Synchronization
+import Testing
+import TetherRealtime
+
+@testable import TetherICE
+
+/// Collects one transport's events and lets a test await the first that matches.
+final class EventLog: Sendable {
+    private let events = Mutex<[ICETransportEvent]>([])
+    private let wakeup = Wakeup()
+
+    func append(_ e: ICETransportEvent) {
+        events.withLock { $0.append(e) }
+        wakeup.signal()
+    }
+
+    /// Waits up to `seconds` for an event `match` accepts.
+    func first<T>(within seconds: Double, _ match: (ICETransportEvent) -> T?) -> T? {
+        let deadline = MonotonicClock.nanoseconds() + UInt64(seconds * 1e9)
+        while true {
+            let snapshot = events.withLock { $0 }
+            if let hit = snapshot.lazy.compactMap(match).first { return hit }
+            if !wakeup.wait(untilMonotonicNanoseconds: deadline) {
+                return events.withLock { $0 }.lazy.compactMap(match).first
+            }
+        }
+    }
+}
+
+struct Peer {
+    let transport: ICETransport
+    let log: EventLog
+    let ring: PacketRing
+    let wakeup: Wakeup
+
+    init(controlling: Bool) throws {
+        let log = EventLog()
+        ring = PacketRing(slotCount: 256)
+        wakeup = Wakeup()
+        self.log = log
+        transport = try ICETransport(
+            configuration: ICETransportConfiguration(controlling: controlling, localAddresses: ["127.0.0.1"]),
+            receiveRing: ring, receiveWakeup: wakeup, eventHandler: { log.append($0) })
+    }
+
+    func gather() throws -> [String] {
+        transport.gatherCandidates()
+        let c = log.first(within: 5) { if case .gatheringDone(let c) = $0 { c } else { nil } }
+        return try #require(c)
+    }
+}
+
+@Suite("ICETransport over loopback")
+struct ICETransportTests {
+    @Test func twoAgentsOnLoopbackReachReadyAndExchangeDatagrams() throws {
+        let a = try Peer(controlling: true)
+        let b = try Peer(controlling: false)
+        defer {
+            a.transport.close()
+            b.transport.close()
+        }
+        let ca = try a.gather()
+        let cb = try b.gather()
+        #expect(!ca.isEmpty && ca.allSatisfy { $0.contains("127.0.0.1") && $0.contains("typ host") })
+        let credA = a.transport.localCredentials()
+        let credB = b.transport.localCredentials()
+        #expect(credA.ufrag.count >= 4 && credA.password.count >= 22)
+        try a.transport.setRemote(ufrag: credB.ufrag, password: credB.password, candidates: cb)
+        try b.transport.setRemote(ufrag: credA.ufrag, password: credA.password, candidates: ca)
+        let readyA = a.log.first(within: 5) { $0 == .componentStateChanged(.ready) ? true : nil }
+        let readyB = b.log.first(within: 5) { $0 == .componentStateChanged(.ready) ? true : nil }
+        #expect(readyA == true && readyB == true)
+
+        // 50 datagrams each way, content checked.
+        for i in 0..<50 {
+            var bytes = [UInt8](repeating: UInt8(i), count: 100 + i)
+            bytes[0] = 0x80
+            bytes.withUnsafeBytes { _ = a.transport.send($0) }
+        }
+        var received = 0
+        let deadline = MonotonicClock.nanoseconds() + 5_000_000_000
+        while received < 50, b.wakeup.wait(untilMonotonicNanoseconds: deadline) {
+            while let ok = b.ring.pop({ buf, _ in buf.count == 100 + Int(buf[1]) && buf[buf.count - 1] == buf[1] }) {
+                #expect(ok)
+                received += 1
+            }
+        }
+        #expect(received == 50)
+        #expect(a.transport.sendFailureCount == 0)
+    }
+
+    @Test func malformedRemoteCandidateIsATypedError() throws {
+        let a = try Peer(controlling: true)
+        defer { a.transport.close() }
+        _ = try a.gather()
+        #expect(throws: ICETransportError.invalidRemoteCandidate("candidate:garbage")) {
+            try a.transport.setRemote(ufrag: "abcd", password: "0123456789012345678901", candidates: ["candidate:garbage"])
+        }
+    }
+
+    @Test func nonLiteralLocalAddressIsRejected() {
+        #expect(throws: ICETransportError.invalidLocalAddress("not-an-address")) {
+            _ = try ICETransport(
+                configuration: ICETransportConfiguration(controlling: true, localAddresses: ["not-an-address"]),
+                receiveRing: PacketRing(slotCount: 4), receiveWakeup: Wakeup(), eventHandler: { _ in })
+        }
+    }
+}
