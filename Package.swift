@@ -45,7 +45,7 @@ let package = Package(
         // Audio sources and sinks: test signal, WAV files, (devices later).
         .target(name: "TetherAudio", dependencies: ["TetherRealtime", "CALSA", "CPulse"]),
         // The sans-IO core: SDP, jitter buffer, decisions. No clocks, no sockets.
-        .target(name: "TetherCore", dependencies: ["TetherRTP"]),
+        .target(name: "TetherCore"),
         // The public API: CallSession, errors, statistics, the media loop.
         .target(
             name: "Tether",
@@ -55,7 +55,7 @@ let package = Package(
         // The `tether` command.
         .executableTarget(
             name: "tether",
-            dependencies: ["Tether", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
+            dependencies: ["Tether", "TetherAudio", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
         // The bench executable.
         .executableTarget(
             name: "tether-bench",

@@ -210,7 +210,10 @@ public final class ICETransport: @unchecked Sendable {
         let ctx = context
         let done = Wakeup()
         let me = Unmanaged.passUnretained(self).toOpaque()
+        let hotContext = UnsafeMutableRawPointer(hot)
         onLoopThread {
+            // Flush what the media loop queued last (an RTCP BYE) before going quiet.
+            _ = iceSendReady(-1, G_IO_IN, hotContext)
             nice_agent_attach_recv(a, s, 1, ctx, nil, nil)
             CNice_disconnect_all(a, me)
             done.signal()
@@ -304,7 +307,7 @@ private func iceSendReady(_ fd: gint, _ condition: GIOCondition, _ userData: gpo
     guard let userData else { return 1 }
     let hot = userData.assumingMemoryBound(to: ICEHotPathContext.self)
     var value: eventfd_t = 0
-    _ = eventfd_read(fd, &value)
+    if fd >= 0 { _ = eventfd_read(fd, &value) }
     let agent = hot.pointee.agent
     let stream = hot.pointee.streamID
     hot.pointee.sendRing._withUnsafeGuaranteedRef { ring in

@@ -33,7 +33,7 @@ public final class RealtimeThread: @unchecked Sendable {
     private var handle: pthread_t?
     private let name: String
     private let realtimePriority: Int32
-    private var body: ((RealtimeThread) -> Void)?
+    private var body: (@Sendable (RealtimeThread) -> Void)?
 
     /// - Parameters:
     ///   - name: thread name shown by tools (truncated to 15 bytes).
@@ -58,7 +58,7 @@ public final class RealtimeThread: @unchecked Sendable {
     }
 
     /// Starts the thread running `body`.
-    public func start(_ body: @escaping (RealtimeThread) -> Void) throws(StartError) {
+    public func start(_ body: @escaping @Sendable (RealtimeThread) -> Void) throws(StartError) {
         precondition(handle == nil, "RealtimeThread started twice")
         self.body = body
         let unmanaged = Unmanaged.passRetained(self)

@@ -1,0 +1,101 @@
+import Glibc
+import TetherAudio
+import TetherCodec
+import TetherICE
+import TetherRTP
+
+/// Opus settings for a call (48 kHz mono; frame duration 10, 20, 40 or 60 ms).
+public typealias OpusSettings = OpusConfiguration
+/// A STUN or TURN server.
+public typealias IceServer = ICEServer
+/// An SRTP crypto suite.
+public typealias SRTPSuite = SRTPCryptoSuite
+
+/// Everything a `CallSession` needs, checked by `validate()` when the session is created.
+public struct CallConfiguration: Sendable {
+    /// Where the microphone audio comes from (a test signal, a WAV file, a device).
+    public var audioSource: any AudioSource
+    /// Where the peer's audio goes (a WAV file, a device, nowhere).
+    public var audioSink: any AudioSink
+    /// Opus encoder settings; `frameDurationMilliseconds` is also the RTP packet time.
+    public var opus: OpusSettings
+    /// Local IP addresses for host candidates; empty uses every interface but loopback.
+    /// Put `127.0.0.1` here for calls on one machine.
+    public var localAddresses: [String]
+    /// STUN server for server-reflexive candidates.
+    public var stunServer: IceServer?
+    /// TURN (UDP) server for relayed candidates.
+    public var turnServer: IceServer?
+    /// SRTP suites to offer, most preferred first. Must include `AES_CM_128_HMAC_SHA1_80`.
+    public var srtpSuites: [SRTPSuite]
+    /// Jitter-buffer playout delay in milliseconds (at least one frame).
+    public var jitterBufferTargetMilliseconds: Int
+    /// Time from negotiation to the first decoded media before the call fails, in seconds.
+    public var connectTimeoutSeconds: Double
+    /// Mean interval between RTCP reports, in seconds (randomised ±50 % per RFC 3550).
+    public var rtcpIntervalSeconds: Double
+    /// Interval between `.statistics` events, in seconds; 0 disables them.
+    public var statisticsIntervalSeconds: Double
+    /// RTCP canonical name; random per call when nil.
+    public var cname: String?
+
+    public init(
+        audioSource: any AudioSource = TestSignalSource(), audioSink: any AudioSink = DiscardSink(),
+        opus: OpusSettings = OpusSettings(), localAddresses: [String] = [], stunServer: IceServer? = nil,
+        turnServer: IceServer? = nil, srtpSuites: [SRTPSuite] = [.aesCM128HMACSHA1_80, .aeadAES128GCM],
+        jitterBufferTargetMilliseconds: Int = 40, connectTimeoutSeconds: Double = 15, rtcpIntervalSeconds: Double = 2.5,
+        statisticsIntervalSeconds: Double = 1, cname: String? = nil
+    ) {
+        self.audioSource = audioSource
+        self.audioSink = audioSink
+        self.opus = opus
+        self.localAddresses = localAddresses
+        self.stunServer = stunServer
+        self.turnServer = turnServer
+        self.srtpSuites = srtpSuites
+        self.jitterBufferTargetMilliseconds = jitterBufferTargetMilliseconds
+        self.connectTimeoutSeconds = connectTimeoutSeconds
+        self.rtcpIntervalSeconds = rtcpIntervalSeconds
+        self.statisticsIntervalSeconds = statisticsIntervalSeconds
+        self.cname = cname
+    }
+
+    /// Throws `TetherError` (code 5001) naming the first problem.
+    public func validate() throws(TetherError) {
+        if let problem = opus.validationProblem { throw .invalidConfiguration("opus: \(problem)") }
+        if !srtpSuites.contains(.aesCM128HMACSHA1_80) {
+            throw .invalidConfiguration("srtpSuites must include AES_CM_128_HMAC_SHA1_80 (RFC 4568 mandatory suite)")
+        }
+        if Set(srtpSuites).count != srtpSuites.count { throw .invalidConfiguration("srtpSuites lists a suite twice") }
+        if jitterBufferTargetMilliseconds < opus.frameDurationMilliseconds || jitterBufferTargetMilliseconds > 1000 {
+            throw .invalidConfiguration(
+                "jitterBufferTargetMilliseconds \(jitterBufferTargetMilliseconds) must be between one frame (\(opus.frameDurationMilliseconds)) and 1000")
+        }
+        if !(connectTimeoutSeconds > 0 && connectTimeoutSeconds <= 300) {
+            throw .invalidConfiguration("connectTimeoutSeconds \(connectTimeoutSeconds) must be in (0, 300]")
+        }
+        if !(rtcpIntervalSeconds >= 0.5 && rtcpIntervalSeconds <= 60) {
+            throw .invalidConfiguration("rtcpIntervalSeconds \(rtcpIntervalSeconds) must be in [0.5, 60]")
+        }
+        if !(statisticsIntervalSeconds >= 0 && statisticsIntervalSeconds <= 3600) {
+            throw .invalidConfiguration("statisticsIntervalSeconds \(statisticsIntervalSeconds) must be in [0, 3600]")
+        }
+        for a in localAddresses where !Self.isIPLiteral(a) {
+            throw .invalidConfiguration("local address '\(a)' is not an IPv4 or IPv6 literal")
+        }
+        for (label, server) in [("stunServer", stunServer), ("turnServer", turnServer)] {
+            if let server, !Self.isIPLiteral(server.address) {
+                throw .invalidConfiguration("\(label) '\(server.address)' is not an IP literal (resolve names first)")
+            }
+        }
+        if let cname, cname.isEmpty || cname.utf8.count > 255 {
+            throw .invalidConfiguration("cname must be 1…255 bytes")
+        }
+    }
+
+    static func isIPLiteral(_ s: String) -> Bool {
+        var v4 = in_addr()
+        var v6 = in6_addr()
+        return inet_pton(AF_INET, s, &v4) == 1 || inet_pton(AF_INET6, s, &v6) == 1
+    }
+}

@@ -1,0 +1,491 @@
+import Synchronization
+import TetherAudio
+import TetherCodec
+import TetherCore
+import TetherICE
+import TetherRTP
+import TetherRealtime
+
+/// One call's media: from the microphone to the far speaker and back.
+///
+/// The embedder owns signaling. Offerer: `makeOffer()`, deliver the SDP, then `applyAnswer(_:)`.
+/// Answerer: `acceptOffer(_:)` returns the answer to deliver. Call `start()` to let media flow as
+/// soon as negotiation completes, and `hangUp()` to end. Follow `events` for state changes,
+/// descriptions, errors and statistics; read `state` and `statistics()` at any time.
+///
+/// The offerer is ICE-controlling (RFC 8445 §6.1.1).
+public actor CallSession {
+    /// Every event of the call, in order. Finishes after the `ended` state change.
+    public nonisolated let events: AsyncStream<CallEvent>
+    private nonisolated let eventSink: AsyncStream<CallEvent>.Continuation
+    private nonisolated let internalSink: AsyncStream<InternalEvent>.Continuation
+    private nonisolated let stateBox = Mutex<CallState>(.new)
+    private nonisolated let statisticsContext: Mutex<StatisticsContext>
+
+    private let configuration: CallConfiguration
+    private let createdAtNanoseconds: UInt64
+    private let receiveRing = PacketRing(slotCount: 256, maximumPacketBytes: 1500)
+    private let captureRing: SPSCRing<Int16>
+    private let playbackRing: SPSCRing<Int16>
+    private let wakeup = Wakeup()
+    private let cname: String
+
+    private var transport: ICETransport?
+    private var media: MediaLoop?
+    private var localOffer: SessionDescription?
+    private var localKeys: [UInt32: SRTPKeyMaterial] = [:]
+    private var negotiated: NegotiatedAudio?
+    private var startRequested = false
+    private var mediaRunning = false
+    private var sourceRunning = false
+    private var sinkRunning = false
+    private var gathered: [String]?
+    private var gatherWaiters: [CheckedContinuation<[String]?, Never>] = []
+    private var timers: [Task<Void, Never>] = []
+
+    /// The current state (readable from any thread).
+    public nonisolated var state: CallState { stateBox.withLock { $0 } }
+
+    /// Creates a session.
+    /// - Throws: `TetherError` with code 5001 when the configuration is invalid.
+    public init(configuration: CallConfiguration) throws(TetherError) {
+        try configuration.validate()
+        self.configuration = configuration
+        createdAtNanoseconds = MonotonicClock.nanoseconds()
+        let frameSamples = configuration.opus.samplesPerFrame
+        captureRing = SPSCRing(capacity: Self.powerOfTwo(atLeast: frameSamples * 8))
+        playbackRing = SPSCRing(capacity: Self.powerOfTwo(atLeast: frameSamples * 4))
+        cname = configuration.cname ?? "tether-\(UInt64.random(in: 0...UInt64.max))"
+        (events, eventSink) = AsyncStream.makeStream(of: CallEvent.self, bufferingPolicy: .unbounded)
+        let (internalEvents, internalSink) = AsyncStream.makeStream(of: InternalEvent.self, bufferingPolicy: .unbounded)
+        self.internalSink = internalSink
+        statisticsContext = Mutex(
+            StatisticsContext(
+                codec: "opus/48000/2", payloadType: 111, packetTimeMilliseconds: configuration.opus.frameDurationMilliseconds,
+                bitrate: configuration.opus.bitrateBitsPerSecond, suite: ""))
+        Task { [weak self] in
+            for await event in internalEvents {
+                guard let self else { return }
+                await self.handle(event)
+            }
+        }
+    }
+
+    deinit {
+        internalSink.finish()
+    }
+
+    private static func powerOfTwo(atLeast n: Int) -> Int {
+        var c = 1
+        while c < n { c <<= 1 }
+        return c
+    }
+
+    // MARK: Offer / answer
+
+    /// Gathers candidates and returns the SDP offer (also emitted as a `.localDescription` event).
+    public func makeOffer() async throws(TetherError) -> String {
+        guard state == .new, localOffer == nil, transport == nil else {
+            throw .invalidState("makeOffer() needs a new session; the call is \(state.name)")
+        }
+        let candidates = try await prepareTransport(controlling: true)
+        let params = try localParameters(candidates: candidates, crypto: makeLocalCrypto(suites: configuration.srtpSuites))
+        let offer = AudioOfferAnswer.makeOffer(params)
+        localOffer = offer
+        let text = offer.serialized()
+        eventSink.yield(.localDescription(SessionDescriptionMessage(kind: .offer, sdp: text)))
+        return text
+    }
+
+    /// Applies the peer's answer to our offer; ICE checks start and the call goes to `connecting`.
+    /// - Throws: 3001 for malformed SDP, 3002 for an answer that does not fit the offer, 5002 without an offer.
+    public func applyAnswer(_ sdp: String) async throws(TetherError) {
+        guard let offer = localOffer, negotiated == nil, state == .new else {
+            throw .invalidState("applyAnswer(_:) needs an outstanding offer; the call is \(state.name)")
+        }
+        let answer = try Self.parse(sdp)
+        let result: NegotiatedAudio
+        do throws(SDPError) {
+            result = try AudioOfferAnswer.processAnswer(answer, to: offer)
+        } catch {
+            throw Self.negotiationError(error)
+        }
+        try activate(result)
+    }
+
+    /// Accepts the peer's offer and returns our answer (also emitted as a `.localDescription` event);
+    /// ICE checks start and the call goes to `connecting`.
+    /// - Throws: 3001 for malformed SDP, 3002 for an offer Tether cannot use, 5002 when not new.
+    public func acceptOffer(_ sdp: String) async throws(TetherError) -> String {
+        guard state == .new, localOffer == nil, transport == nil else {
+            throw .invalidState("acceptOffer(_:) needs a new session; the call is \(state.name)")
+        }
+        let offer = try Self.parse(sdp)
+        // Check the offer before gathering, so a bad offer costs nothing.
+        let probeKeys = try makeLocalCrypto(suites: configuration.srtpSuites)
+        do throws(SDPError) {
+            _ = try AudioOfferAnswer.makeAnswer(
+                to: offer, local: localParameters(candidates: [], crypto: probeKeys, checkOnly: true))
+        } catch {
+            throw Self.negotiationError(error)
+        }
+        let candidates = try await prepareTransport(controlling: false)
+        let (answer, result): (SessionDescription, NegotiatedAudio)
+        do throws(SDPError) {
+            (answer, result) = try AudioOfferAnswer.makeAnswer(
+                to: offer, local: localParameters(candidates: candidates, crypto: probeKeys))
+        } catch {
+            throw Self.negotiationError(error)
+        }
+        try activate(result)
+        let text = answer.serialized()
+        eventSink.yield(.localDescription(SessionDescriptionMessage(kind: .answer, sdp: text)))
+        return text
+    }
+
+    /// Lets media flow: opens the audio source and sink and starts the media loop as soon as
+    /// negotiation has completed (at once if it has).
+    public func start() throws(TetherError) {
+        guard !state.isEnded, state != .ending else { throw .invalidState("start() on a call that is \(state.name)") }
+        startRequested = true
+        if negotiated != nil && !mediaRunning { try startMedia() }
+    }
+
+    /// Ends the call: sends RTCP BYE, releases devices and the network. Idempotent.
+    /// - Parameters: sipCode, sipPhrase: what the embedder's signaling said, kept in the reason.
+    public func hangUp(sipCode: Int? = nil, sipPhrase: String? = nil) {
+        guard !state.isEnded, state != .ending else { return }
+        transition(to: .ending)
+        finish(CallTerminationReason(cause: .localHangup, sipCode: sipCode, sipPhrase: sipPhrase), sendBye: true)
+    }
+
+    /// Records that the peer hung up (the embedder learned it through signaling) and ends the call.
+    public func remoteHungUp(sipCode: Int? = nil, sipPhrase: String? = nil) {
+        guard !state.isEnded else { return }
+        finish(CallTerminationReason(cause: .remoteHangup, sipCode: sipCode, sipPhrase: sipPhrase), sendBye: false)
+    }
+
+    // MARK: Statistics
+
+    /// A snapshot of the call's statistics (callable from any thread).
+    public nonisolated func statistics() -> CallStatistics {
+        let context = statisticsContext.withLock { $0 }
+        let c = context.media?.counters.read() ?? MediaCounters()
+        let source = configuration.audioSource.statistics
+        let sink = configuration.audioSink.statistics
+        return CallStatistics(
+            codec: context.codec, payloadType: context.payloadType, packetTimeMilliseconds: context.packetTimeMilliseconds,
+            targetBitrateBitsPerSecond: context.bitrate, srtpSuite: context.suite,
+            packetsSent: c.packetsSent, bytesSent: c.bytesSent, rtcpPacketsSent: c.rtcpPacketsSent, sendFailures: c.sendFailures,
+            packetsReceived: c.packetsReceived, bytesReceived: c.bytesReceived, packetsLost: c.packetsLost,
+            fractionLost: c.fractionLost, jitterMilliseconds: c.jitterMilliseconds, rtcpPacketsReceived: c.rtcpPacketsReceived,
+            duplicatePackets: c.duplicatePackets, remotePacketsLost: c.remotePacketsLost,
+            remoteFractionLost: c.remoteFractionLost, remoteJitterMilliseconds: c.remoteJitterMilliseconds,
+            roundTripTimeMilliseconds: c.roundTripTimeMilliseconds >= 0 ? c.roundTripTimeMilliseconds : nil,
+            srtpAuthenticationFailures: c.srtpAuthenticationFailures, srtpReplayFailures: c.srtpReplayFailures,
+            malformedPackets: c.malformedPackets, receiveQueueDrops: c.receiveQueueDrops,
+            jitterBufferDelayMilliseconds: c.jitterBufferDelayMilliseconds,
+            jitterBufferTargetMilliseconds: Double(configuration.jitterBufferTargetMilliseconds),
+            framesDecoded: c.framesDecoded, framesConcealed: c.framesConcealed, framesRecoveredByFEC: c.framesRecoveredByFEC,
+            latePackets: c.latePackets, captureOverruns: source.overruns, playbackUnderruns: sink.underruns,
+            mediaThreadScheduling: context.media?.scheduling.rawValue ?? ThreadScheduling.notStarted.rawValue,
+            localAddress: context.localAddress, remoteAddress: context.remoteAddress,
+            durationSeconds: Double(MonotonicClock.nanoseconds() - createdAtNanoseconds) / 1e9)
+    }
+
+    // MARK: Internals
+
+    private static func parse(_ sdp: String) throws(TetherError) -> SessionDescription {
+        do throws(SDPError) {
+            return try SessionDescription.parse(sdp)
+        } catch {
+            throw TetherError(
+                code: .malformedSessionDescription, isTerminal: false, canRetry: false,
+                message: "malformed session description: \(error)", cause: error)
+        }
+    }
+
+    private static func negotiationError(_ error: SDPError) -> TetherError {
+        switch error {
+        case .malformedLine, .missingRequiredLine, .unsupportedVersion, .invalidCandidate, .invalidCrypto:
+            TetherError(
+                code: .malformedSessionDescription, isTerminal: false, canRetry: false,
+                message: "malformed session description: \(error)", cause: error)
+        default:
+            TetherError(
+                code: .incompatibleSessionDescription, isTerminal: false, canRetry: false,
+                message: "incompatible session description: \(error)", cause: error)
+        }
+    }
+
+    private func makeLocalCrypto(suites: [SRTPSuite]) throws(TetherError) -> [CryptoAttribute] {
+        var out: [CryptoAttribute] = []
+        for (i, suite) in suites.enumerated() {
+            let tag = UInt32(i + 1)
+            let key = localKeys[tag] ?? SRTPKeyMaterial.generate(for: suite)
+            localKeys[tag] = key
+            do throws(SDPError) {
+                out.append(try key.withUnsafeBytes { raw throws(SDPError) in
+                    try CryptoAttribute(tag: tag, suite: SDPCryptoSuite(name: suite.rawValue), keyAndSalt: Array(raw))
+                })
+            } catch {
+                throw TetherError(code: .srtpSetupFailed, isTerminal: false, canRetry: false, message: "\(error)", cause: error)
+            }
+        }
+        return out
+    }
+
+    private func localParameters(candidates: [String], crypto: [CryptoAttribute], checkOnly: Bool = false) throws(TetherError)
+        -> LocalAudioParameters
+    {
+        var parsed: [ICECandidate] = []
+        for line in candidates {
+            do throws(SDPError) {
+                parsed.append(try ICECandidate.parse(line))
+            } catch {
+                continue  // libnice wrote something our parser does not take: leave it out
+            }
+        }
+        let (ufrag, pwd) = checkOnly ? ("tether", "tethertethertethertether") : transport?.localCredentials() ?? ("", "")
+        let opus = configuration.opus
+        return LocalAudioParameters(
+            sessionID: UInt64.random(in: 1...(UInt64(1) << 62)), originAddress: configuration.localAddresses.first ?? parsed.first?.address ?? "0.0.0.0",
+            opusParameters: OpusParameters(
+                maxAverageBitrateBitsPerSecond: UInt32(opus.bitrateBitsPerSecond), minPtimeMilliseconds: 10,
+                useInbandFEC: opus.inBandFEC, useDTX: opus.discontinuousTransmission),
+            ptimeMilliseconds: UInt32(opus.frameDurationMilliseconds), iceUfrag: ufrag, icePwd: pwd,
+            candidates: parsed, endOfCandidates: true, crypto: crypto)
+    }
+
+    /// Creates the ICE transport and gathers local candidates.
+    private func prepareTransport(controlling: Bool) async throws(TetherError) -> [String] {
+        let sink = internalSink
+        let t: ICETransport
+        do throws(ICETransportError) {
+            t = try ICETransport(
+                configuration: ICETransportConfiguration(
+                    controlling: controlling, localAddresses: configuration.localAddresses,
+                    stunServer: configuration.stunServer, turnServer: configuration.turnServer),
+                receiveRing: receiveRing, receiveWakeup: wakeup, eventHandler: { sink.yield(.ice($0)) })
+        } catch {
+            throw TetherError(code: .iceTransportUnavailable, isTerminal: false, canRetry: false, message: "\(error)", cause: error)
+        }
+        transport = t
+        t.gatherCandidates()
+        let timeout = Task { [weak self] in
+            try? await Task.sleep(for: .seconds(10))
+            await self?.gatheringTimedOut()
+        }
+        let candidates = await withCheckedContinuation { (c: CheckedContinuation<[String]?, Never>) in
+            if let gathered { c.resume(returning: gathered) } else { gatherWaiters.append(c) }
+        }
+        timeout.cancel()
+        guard let candidates, !candidates.isEmpty else {
+            throw TetherError(
+                code: .iceGatheringFailed, isTerminal: false, canRetry: true,
+                message: "ICE gathered no local candidate (local addresses: \(configuration.localAddresses))")
+        }
+        return candidates
+    }
+
+    private func gatheringTimedOut() {
+        let waiters = gatherWaiters
+        gatherWaiters = []
+        for w in waiters { w.resume(returning: nil) }
+    }
+
+    /// Negotiation finished: set up ICE remote side, SRTP, Opus and the media loop.
+    private func activate(_ result: NegotiatedAudio) throws(TetherError) {
+        guard let transport else { throw .invalidState("no ICE transport") }
+        let remoteCandidates = result.remoteCandidates.filter { $0.transport.isUDP }.map { $0.serialized() }
+        do throws(ICETransportError) {
+            try transport.setRemote(ufrag: result.remoteICEUfrag, password: result.remoteICEPwd, candidates: remoteCandidates)
+        } catch {
+            throw TetherError(
+                code: .incompatibleSessionDescription, isTerminal: false, canRetry: false,
+                message: "ICE refused the peer's description: \(error)", cause: error)
+        }
+        guard let suite = SRTPSuite(rawValue: result.cryptoSuite.name) else {
+            throw TetherError(
+                code: .incompatibleSessionDescription, isTerminal: false, canRetry: false,
+                message: "negotiated SRTP suite \(result.cryptoSuite.name) has no local key")
+        }
+        let setup: MediaLoop.Setup
+        do {
+            // Our key is the one our description carried for the chosen line (the offer's tag on the answerer).
+            let ourKey = try SRTPKeyMaterial(suite: suite, keyAndSalt: result.localCrypto.keyAndSalt)
+            let theirKey = try SRTPKeyMaterial(suite: suite, keyAndSalt: result.remoteCrypto.keyAndSalt)
+            let outbound = try SRTPContext(direction: .outbound, key: ourKey)
+            let inbound = try SRTPContext(direction: .inbound, key: theirKey)
+            var opus = configuration.opus
+            if let cap = result.remoteOpusParameters.maxAverageBitrateBitsPerSecond, cap >= 6000 {
+                opus.bitrateBitsPerSecond = min(opus.bitrateBitsPerSecond, Int(cap))
+            }
+            let encoder = try OpusEncoder(configuration: opus)
+            let decoder = try OpusDecoder()
+            let sink = internalSink
+            setup = MediaLoop.Setup(
+                encoder: encoder, decoder: decoder, outbound: outbound, inbound: inbound, transport: transport,
+                receiveRing: receiveRing, captureRing: captureRing, playbackRing: playbackRing, wakeup: wakeup,
+                payloadType: result.opusPayloadType, cname: cname,
+                jitterBufferTargetMilliseconds: configuration.jitterBufferTargetMilliseconds,
+                rtcpIntervalSeconds: configuration.rtcpIntervalSeconds, notify: { sink.yield(.media($0)) })
+        } catch let error as SRTPError {
+            throw TetherError(code: .srtpSetupFailed, isTerminal: false, canRetry: false, message: "\(error)", cause: error)
+        } catch {
+            throw TetherError(code: .codecFailed, isTerminal: false, canRetry: false, message: "\(error)", cause: error as? OpusCodecError)
+        }
+        let loop = MediaLoop(setup)
+        media = loop
+        negotiated = result
+        statisticsContext.withLock {
+            $0.media = loop
+            $0.payloadType = Int(result.opusPayloadType)
+            $0.suite = suite.rawValue
+            $0.bitrate = setup.encoder.configuration.bitrateBitsPerSecond
+        }
+        transition(to: .connecting)
+        let timeoutSeconds = configuration.connectTimeoutSeconds
+        timers.append(
+            Task { [weak self] in
+                try? await Task.sleep(for: .seconds(timeoutSeconds))
+                await self?.connectTimedOut()
+            })
+        if configuration.statisticsIntervalSeconds > 0 {
+            let interval = configuration.statisticsIntervalSeconds
+            timers.append(
+                Task { [weak self] in
+                    while !Task.isCancelled {
+                        try? await Task.sleep(for: .seconds(interval))
+                        guard let self, !Task.isCancelled else { return }
+                        await self.emitStatistics()
+                    }
+                })
+        }
+        if startRequested { try startMedia() }
+    }
+
+    private func startMedia() throws(TetherError) {
+        guard let media, !mediaRunning else { return }
+        let format = AudioFormat(frameDurationMilliseconds: configuration.opus.frameDurationMilliseconds)
+        do throws(AudioDeviceError) {
+            try configuration.audioSink.start(AudioEndpoint(format: format, ring: playbackRing, wakeup: wakeup))
+            sinkRunning = true
+        } catch {
+            eventSink.yield(
+                .error(
+                    TetherError(
+                        code: .playbackDeviceFailed, isTerminal: false, canRetry: true,
+                        message: "playback '\(configuration.audioSink.name)' failed: \(error)", cause: error)))
+        }
+        do throws(AudioDeviceError) {
+            try configuration.audioSource.start(AudioEndpoint(format: format, ring: captureRing, wakeup: wakeup))
+            sourceRunning = true
+        } catch {
+            eventSink.yield(
+                .error(
+                    TetherError(
+                        code: .captureDeviceFailed, isTerminal: false, canRetry: true,
+                        message: "capture '\(configuration.audioSource.name)' failed: \(error); the call goes on listen-only",
+                        cause: error)))
+        }
+        do throws(RealtimeThread.StartError) {
+            try media.start()
+        } catch {
+            throw TetherError(code: .systemResourceFailed, isTerminal: false, canRetry: true, message: "\(error)", cause: error)
+        }
+        mediaRunning = true
+    }
+
+    private func emitStatistics() {
+        guard !state.isEnded else { return }
+        eventSink.yield(.statistics(statistics()))
+    }
+
+    private func connectTimedOut() {
+        guard state == .connecting else { return }
+        let error = TetherError(
+            code: .connectionTimeout, isTerminal: true, canRetry: true,
+            message: "no media from the peer \(configuration.connectTimeoutSeconds) s after negotiation")
+        eventSink.yield(.error(error))
+        finish(CallTerminationReason(cause: .connectionTimeout, error: error), sendBye: true)
+    }
+
+    private func handle(_ event: InternalEvent) {
+        switch event {
+        case .ice(.gatheringDone(let candidates)):
+            gathered = candidates
+            let waiters = gatherWaiters
+            gatherWaiters = []
+            for w in waiters { w.resume(returning: candidates) }
+        case .ice(.componentStateChanged(let s)):
+            if s == .failed && state == .connecting {
+                let error = TetherError(
+                    code: .iceConnectionFailed, isTerminal: true, canRetry: true,
+                    message: "ICE connectivity checks failed: no candidate pair works")
+                eventSink.yield(.error(error))
+                finish(CallTerminationReason(cause: .connectionFailed, error: error), sendBye: false)
+            }
+        case .ice(.selectedPairChanged(let local, let remote, let lt, let rt)):
+            statisticsContext.withLock {
+                $0.localAddress = local
+                $0.remoteAddress = remote
+            }
+            eventSink.yield(.candidatePairSelected(local: local, remote: remote, localType: lt, remoteType: rt))
+        case .media(.firstMediaDecoded):
+            if state == .connecting { transition(to: .established) }
+        case .media(.byeReceived):
+            if !state.isEnded && state != .ending {
+                finish(CallTerminationReason(cause: .remoteHangup), sendBye: false)
+            }
+        }
+    }
+
+    private func transition(to new: CallState) {
+        let old = stateBox.withLock { s in
+            let o = s
+            s = new
+            return o
+        }
+        guard old != new else { return }
+        let seconds = Double(MonotonicClock.nanoseconds() - createdAtNanoseconds) / 1e9
+        eventSink.yield(.stateChanged(from: old, to: new, secondsSinceStart: seconds))
+    }
+
+    /// Releases everything and moves to `ended(reason)`.
+    private func finish(_ reason: CallTerminationReason, sendBye: Bool) {
+        guard !state.isEnded else { return }
+        for t in timers { t.cancel() }
+        timers = []
+        if sourceRunning { configuration.audioSource.stop() }
+        sourceRunning = false
+        media?.stop(sendBye: sendBye && mediaRunning)
+        mediaRunning = false
+        if sinkRunning { configuration.audioSink.stop() }
+        sinkRunning = false
+        transport?.close()
+        gatheringTimedOut()
+        // Keep the final counters readable after the call ended.
+        transition(to: .ended(reason))
+        eventSink.finish()
+        internalSink.finish()
+    }
+}
+
+/// Events from the GLib and media threads, serialised onto the session.
+enum InternalEvent: Sendable {
+    case ice(ICETransportEvent)
+    case media(MediaNotification)
+}
+
+/// What `statistics()` needs besides the media counters.
+struct StatisticsContext {
+    var codec: String
+    var payloadType: Int
+    var packetTimeMilliseconds: Int
+    var bitrate: Int
+    var suite: String
+    var media: MediaLoop?
+    var localAddress = ""
+    var remoteAddress = ""
+}

@@ -1,0 +1,129 @@
+import TetherRealtime
+
+/// A snapshot of a call's media statistics.
+public struct CallStatistics: Sendable, Equatable {
+    // MARK: Codec
+    /// Codec in SDP form, e.g. `opus/48000/2`.
+    public var codec: String
+    /// RTP payload type used for Opus.
+    public var payloadType: Int
+    /// Packet time in milliseconds.
+    public var packetTimeMilliseconds: Int
+    /// Target Opus bitrate in bits per second.
+    public var targetBitrateBitsPerSecond: Int
+    /// The negotiated SRTP suite.
+    public var srtpSuite: String
+
+    // MARK: Sending
+    /// RTP packets sent.
+    public var packetsSent: Int
+    /// RTP payload bytes sent (RFC 3550 octet count).
+    public var bytesSent: Int
+    /// RTCP compound packets sent.
+    public var rtcpPacketsSent: Int
+    /// Datagrams that could not be handed to ICE (queue full or no path yet).
+    public var sendFailures: Int
+
+    // MARK: Receiving
+    /// Valid RTP packets received.
+    public var packetsReceived: Int
+    /// RTP payload bytes received.
+    public var bytesReceived: Int
+    /// Packets lost by our count (expected − received, RFC 3550 A.3).
+    public var packetsLost: Int
+    /// Fraction lost in the last RTCP interval by our count, 0…1.
+    public var fractionLost: Double
+    /// Interarrival jitter by our count, in milliseconds (RFC 3550 A.8).
+    public var jitterMilliseconds: Double
+    /// RTCP compound packets received.
+    public var rtcpPacketsReceived: Int
+    /// Duplicated RTP packets.
+    public var duplicatePackets: Int
+
+    // MARK: Peer's view (from its RTCP reports about our stream)
+    /// Packets the peer reports lost of ours (cumulative).
+    public var remotePacketsLost: Int
+    /// Fraction of ours the peer lost in its last interval, 0…1.
+    public var remoteFractionLost: Double
+    /// Jitter the peer measures on our stream, in milliseconds.
+    public var remoteJitterMilliseconds: Double
+    /// Round-trip time from RTCP LSR/DLSR, in milliseconds; nil until measured.
+    public var roundTripTimeMilliseconds: Double?
+
+    // MARK: Faults
+    /// Packets dropped because SRTP authentication failed.
+    public var srtpAuthenticationFailures: Int
+    /// Packets dropped by the SRTP replay check.
+    public var srtpReplayFailures: Int
+    /// Packets dropped because they were malformed (bad RTP/RTCP, wrong payload type or SSRC, undecodable Opus).
+    public var malformedPackets: Int
+    /// Datagrams dropped because the receive queue was full.
+    public var receiveQueueDrops: Int
+
+    // MARK: Playout
+    /// Current jitter-buffer delay in milliseconds.
+    public var jitterBufferDelayMilliseconds: Double
+    /// Jitter-buffer target delay in milliseconds.
+    public var jitterBufferTargetMilliseconds: Double
+    /// Frames decoded from real packets.
+    public var framesDecoded: Int
+    /// Frames concealed (Opus PLC).
+    public var framesConcealed: Int
+    /// Frames rebuilt from the next packet's in-band FEC.
+    public var framesRecoveredByFEC: Int
+    /// Packets that arrived after their playout time.
+    public var latePackets: Int
+
+    // MARK: Devices and threads
+    /// Capture frames dropped because the media loop fell behind.
+    public var captureOverruns: Int
+    /// Playback frames played as silence because no audio was ready.
+    public var playbackUnderruns: Int
+    /// Scheduling the media thread got (`SCHED_FIFO` or `SCHED_OTHER`).
+    public var mediaThreadScheduling: String
+
+    // MARK: Transport
+    /// Selected local `address:port`, empty until ICE selects a pair.
+    public var localAddress: String
+    /// Selected remote `address:port`.
+    public var remoteAddress: String
+    /// Seconds since the session was created.
+    public var durationSeconds: Double
+
+    /// Fraction of the packets the peer sent that we received, 0…1 (1 when nothing was expected).
+    public var deliveryRatio: Double {
+        let expected = packetsReceived + max(0, packetsLost)
+        return expected == 0 ? 1 : Double(packetsReceived) / Double(expected)
+    }
+}
+
+/// What the media loop publishes (trivially copyable so it crosses threads through a seqlock).
+struct MediaCounters: BitwiseCopyable {
+    var packetsSent = 0
+    var bytesSent = 0
+    var rtcpPacketsSent = 0
+    var sendFailures = 0
+    var packetsReceived = 0
+    var bytesReceived = 0
+    var packetsLost = 0
+    var fractionLost = 0.0
+    var jitterMilliseconds = 0.0
+    var rtcpPacketsReceived = 0
+    var duplicatePackets = 0
+    var remotePacketsLost = 0
+    var remoteFractionLost = 0.0
+    var remoteJitterMilliseconds = 0.0
+    var roundTripTimeMilliseconds = -1.0
+    var srtpAuthenticationFailures = 0
+    var srtpReplayFailures = 0
+    var malformedPackets = 0
+    var receiveQueueDrops = 0
+    var jitterBufferDelayMilliseconds = 0.0
+    var jitterBufferTargetMilliseconds = 0.0
+    var framesDecoded = 0
+    var framesConcealed = 0
+    var framesRecoveredByFEC = 0
+    var latePackets = 0
+    /// Monotonic instant of the last valid RTP or RTCP packet, 0 before any.
+    var lastMediaArrivalNanoseconds: UInt64 = 0
+}

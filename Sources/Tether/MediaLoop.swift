@@ -1,0 +1,424 @@
+import Glibc
+import TetherAudio
+import TetherCodec
+import TetherCore
+import TetherICE
+import TetherRTP
+import TetherRealtime
+
+/// Something the media loop tells the session. Rare (not per packet).
+enum MediaNotification: Sendable {
+    /// The first frame from the peer was decoded.
+    case firstMediaDecoded
+    /// The peer sent an RTCP BYE.
+    case byeReceived
+}
+
+/// The media loop: one dedicated thread that owns Opus, SRTP, RTP/RTCP state and the jitter buffer.
+///
+/// It wakes when the capture device delivers a frame, the playback device consumed one, or a
+/// datagram arrived (all three signal one `Wakeup`), and at RTCP and statistics deadlines.
+/// Per packet it never allocates, locks, logs or touches an object it does not own; the only
+/// allocations are libsrtp's own (Debian's NSS build), reported apart by the bench.
+final class MediaLoop: @unchecked Sendable {
+    /// What the loop needs, all created before it starts.
+    struct Setup {
+        var encoder: OpusEncoder
+        var decoder: OpusDecoder
+        var outbound: SRTPContext
+        var inbound: SRTPContext
+        var transport: ICETransport
+        var receiveRing: PacketRing
+        var captureRing: SPSCRing<Int16>
+        var playbackRing: SPSCRing<Int16>
+        var wakeup: Wakeup
+        var payloadType: UInt8
+        var cname: String
+        var jitterBufferTargetMilliseconds: Int
+        var rtcpIntervalSeconds: Double
+        var notify: @Sendable (MediaNotification) -> Void
+    }
+
+    let counters = SeqlockCell(MediaCounters())
+    /// Our SSRC (random).
+    let localSSRC: UInt32
+
+    private let setup: Setup
+    private let thread = RealtimeThread(name: "tether-media", realtimePriority: 20)
+    private let frameSamples: Int
+    private let frameNanoseconds: UInt64
+    private let pcm: UnsafeMutableBufferPointer<Int16>
+    private let silence: UnsafeMutableBufferPointer<Int16>
+    private let packet: UnsafeMutableRawBufferPointer
+    private let rtcpBuffer: UnsafeMutableRawBufferPointer
+    private let rtcpWriter: RTCPCompoundWriter
+    private let reportBlock: UnsafeMutableBufferPointer<RTCPReportBlock>
+    private var jitterBuffer: JitterBuffer
+    private var reception = ReceptionStatistics()
+    private var stats = MediaCounters()
+    private var random = SystemRandomNumberGenerator()
+
+    // RTP sender state.
+    private var sequenceNumber: UInt16
+    private var rtpTimestamp: UInt32
+    private var lastSentRTPTimestamp: UInt32 = 0
+    private var lastSentAtNanoseconds: UInt64 = 0
+    private var sentAnything = false
+    private var lastFrameWasDTX = true
+
+    // RTP receiver state.
+    private var remoteSSRC: UInt32?
+    private var lastSenderReportMiddle32: UInt32 = 0
+    private var lastSenderReportArrivalNanoseconds: UInt64 = 0
+    private var announcedFirstMedia = false
+    private var byeAnnounced = false
+    private var stopWithBye = false
+
+    init(_ setup: Setup) {
+        self.setup = setup
+        frameSamples = setup.encoder.configuration.samplesPerFrame
+        frameNanoseconds = UInt64(setup.encoder.configuration.frameDurationMilliseconds) * 1_000_000
+        pcm = .allocate(capacity: frameSamples)
+        pcm.initialize(repeating: 0)
+        silence = .allocate(capacity: frameSamples)
+        silence.initialize(repeating: 0)
+        packet = .allocate(byteCount: 1500 + SRTPContext.maximumRTPTrailerBytes, alignment: 16)
+        rtcpBuffer = .allocate(byteCount: 1500, alignment: 16)
+        reportBlock = .allocate(capacity: 1)
+        reportBlock.initialize(repeating: RTCPReportBlock(ssrc: 0, fractionLost: 0, cumulativeLost: 0, extendedHighestSequence: 0, interarrivalJitter: 0, lastSenderReport: 0, delaySinceLastSenderReport: 0))
+        rtcpWriter = RTCPCompoundWriter(cname: Array(setup.cname.utf8.prefix(255)))!
+        jitterBuffer = JitterBuffer(
+            frameSamples: frameSamples, targetDelayMilliseconds: setup.jitterBufferTargetMilliseconds)
+        var g = SystemRandomNumberGenerator()
+        localSSRC = UInt32.random(in: 1...UInt32.max, using: &g)
+        sequenceNumber = UInt16.random(in: 0...UInt16.max, using: &g)
+        rtpTimestamp = UInt32.random(in: 0...UInt32.max, using: &g)
+        stats.jitterBufferTargetMilliseconds = Double(setup.jitterBufferTargetMilliseconds)
+    }
+
+    deinit {
+        pcm.deallocate()
+        silence.deallocate()
+        packet.deallocate()
+        rtcpBuffer.deallocate()
+        reportBlock.deallocate()
+    }
+
+    /// The scheduling the media thread got.
+    var scheduling: ThreadScheduling { thread.scheduling }
+
+    /// Starts the media thread.
+    func start() throws(RealtimeThread.StartError) {
+        try thread.start { [unowned self] t in self.run(t) }
+    }
+
+    /// Stops the media thread; with `sendBye` it sends a final RTCP report with BYE first.
+    func stop(sendBye: Bool) {
+        stopWithBye = sendBye
+        thread.stop()
+    }
+
+    // MARK: The loop
+
+    private func run(_ thread: RealtimeThread) {
+        let start = MonotonicClock.nanoseconds()
+        // First RTCP soon (half an interval, RFC 3550 §6.2) so round-trip time shows early.
+        var nextRTCP = start + nanoseconds(seconds: setup.rtcpIntervalSeconds * 0.5 * randomUnit(0.5))
+        var nextPublish = start
+        while !thread.isStopRequested {
+            let now = MonotonicClock.nanoseconds()
+            let deadline = min(nextRTCP, nextPublish, now + frameNanoseconds)
+            setup.wakeup.wait(untilMonotonicNanoseconds: deadline)
+            let t = MonotonicClock.nanoseconds()
+            drainReceived()
+            sendCaptured(now: t)
+            fillPlayback(now: t)
+            if t >= nextRTCP {
+                sendRTCP(now: t, bye: false)
+                nextRTCP = t + nanoseconds(seconds: setup.rtcpIntervalSeconds * randomUnit(1))
+            }
+            if t >= nextPublish {
+                publish()
+                nextPublish = t + 100_000_000
+            }
+        }
+        if stopWithBye { sendRTCP(now: MonotonicClock.nanoseconds(), bye: true) }
+        publish()
+    }
+
+    @inline(__always)
+    private func nanoseconds(seconds: Double) -> UInt64 { UInt64(max(0, seconds) * 1e9) }
+
+    /// A uniform draw in [scale − 0.5, scale + 0.5) … used as the RTCP interval factor.
+    private func randomUnit(_ scale: Double) -> Double {
+        scale - 0.5 + Double(random.next() >> 11) / Double(1 << 53)
+    }
+
+    // MARK: Receive
+
+    private func drainReceived() {
+        while let _ = setup.receiveRing.pop({ buffer, arrival in handleDatagram(buffer, arrivalNanoseconds: arrival) }) {}
+        stats.receiveQueueDrops = setup.receiveRing.droppedBecauseFull + setup.receiveRing.droppedBecauseOversize
+    }
+
+    private func handleDatagram(_ buffer: UnsafeMutableRawBufferPointer, arrivalNanoseconds: UInt64) {
+        switch RTPPacketClassifier.classify(UnsafeRawBufferPointer(buffer)) {
+        case .rtp: handleRTP(buffer, arrivalNanoseconds: arrivalNanoseconds)
+        case .rtcp: handleRTCP(buffer, arrivalNanoseconds: arrivalNanoseconds)
+        case .invalid: stats.malformedPackets += 1
+        }
+    }
+
+    private func countSRTPFailure(_ error: SRTPError) {
+        switch error {
+        case .authenticationFailed: stats.srtpAuthenticationFailures += 1
+        case .replayed: stats.srtpReplayFailures += 1
+        default: stats.malformedPackets += 1
+        }
+    }
+
+    private func handleRTP(_ buffer: UnsafeMutableRawBufferPointer, arrivalNanoseconds: UInt64) {
+        // Parse before decrypting too: a packet too short for a header is not worth libsrtp's time.
+        guard buffer.count >= RTPHeader.fixedHeaderLength else {
+            stats.malformedPackets += 1
+            return
+        }
+        let length: Int
+        do throws(SRTPError) {
+            length = try setup.inbound.unprotectRTP(buffer, length: buffer.count)
+        } catch {
+            countSRTPFailure(error)
+            return
+        }
+        let plain = UnsafeRawBufferPointer(rebasing: buffer[0..<length])
+        let header: RTPHeader
+        do throws(RTPParseError) {
+            header = try RTPHeader.parse(plain)
+            try header.validate(expectedPayloadType: setup.payloadType, expectedSSRC: remoteSSRC)
+        } catch {
+            stats.malformedPackets += 1
+            return
+        }
+        if remoteSSRC == nil { remoteSSRC = header.ssrc }
+        // Arrival in RTP units (48 kHz): nanoseconds × 48 / 1 000 000, mod 2^32.
+        let arrivalUnits = UInt32(truncatingIfNeeded: arrivalNanoseconds / 1_000_000 &* 48 &+ (arrivalNanoseconds % 1_000_000) &* 48 / 1_000_000)
+        let kind = reception.packetReceived(
+            sequenceNumber: header.sequenceNumber, rtpTimestamp: header.timestamp, arrivalRTPUnits: arrivalUnits)
+        stats.lastMediaArrivalNanoseconds = arrivalNanoseconds
+        if kind == .duplicate {
+            stats.duplicatePackets += 1
+            return
+        }
+        stats.packetsReceived += 1
+        stats.bytesReceived += header.payloadLength
+        let payload = UnsafeRawBufferPointer(rebasing: plain[header.payloadOffset..<(header.payloadOffset + header.payloadLength)])
+        let outcome = jitterBuffer.insert(
+            sequenceNumber: header.sequenceNumber, rtpTimestamp: header.timestamp, payload: payload,
+            arrivalNanoseconds: arrivalNanoseconds)
+        if outcome == .late { stats.latePackets += 1 }
+    }
+
+    private func handleRTCP(_ buffer: UnsafeMutableRawBufferPointer, arrivalNanoseconds: UInt64) {
+        let length: Int
+        do throws(SRTPError) {
+            length = try setup.inbound.unprotectRTCP(buffer, length: buffer.count)
+        } catch {
+            countSRTPFailure(error)
+            return
+        }
+        let compound: RTCPCompoundParser
+        do throws(RTPParseError) {
+            compound = try RTCPCompoundParser(UnsafeRawBufferPointer(rebasing: buffer[0..<length]))
+        } catch {
+            stats.malformedPackets += 1
+            return
+        }
+        stats.rtcpPacketsReceived += 1
+        stats.lastMediaArrivalNanoseconds = arrivalNanoseconds
+        let arrivalNTP = NTPTimestamp(unixNanoseconds: Int64(MonotonicClock.realtimeNanoseconds())).middle32
+        for item in compound {
+            switch item {
+            case .senderReport(_, let info, let blocks):
+                lastSenderReportMiddle32 = info.ntpMiddle32
+                lastSenderReportArrivalNanoseconds = arrivalNanoseconds
+                absorb(blocks, arrivalNTPMiddle32: arrivalNTP)
+            case .receiverReport(_, let blocks):
+                absorb(blocks, arrivalNTPMiddle32: arrivalNTP)
+            case .bye:
+                if !byeAnnounced {
+                    byeAnnounced = true
+                    setup.notify(.byeReceived)
+                }
+            default:
+                break
+            }
+        }
+    }
+
+    /// Takes the peer's view of our stream from the report blocks about our SSRC.
+    private func absorb(_ blocks: RTCPReportBlocks, arrivalNTPMiddle32: UInt32) {
+        for block in blocks where block.ssrc == localSSRC {
+            stats.remotePacketsLost = Int(block.cumulativeLost)
+            stats.remoteFractionLost = Double(block.fractionLost) / 256
+            stats.remoteJitterMilliseconds = Double(block.interarrivalJitter) / 48
+            if let rtt = NTPTimestamp.roundTripTime(
+                arrivalNTPMiddle32: arrivalNTPMiddle32, lastSenderReport: block.lastSenderReport,
+                delaySinceLastSenderReport: block.delaySinceLastSenderReport)
+            {
+                stats.roundTripTimeMilliseconds = rtt * 1000
+            }
+        }
+    }
+
+    // MARK: Send
+
+    private func sendCaptured(now: UInt64) {
+        let header = RTPHeader.fixedHeaderLength
+        while setup.captureRing.readAll(into: pcm) {
+            let payloadBytes: Int
+            do throws(OpusCodecError) {
+                payloadBytes = try setup.encoder.encode(
+                    UnsafePointer(pcm.baseAddress!),
+                    into: UnsafeMutableRawBufferPointer(rebasing: packet[header..<(header + 1275)]))
+            } catch {
+                rtpTimestamp &+= UInt32(frameSamples)
+                continue
+            }
+            // A 1–2 byte Opus packet is a DTX frame: nothing to send this period.
+            if payloadBytes <= 2 && setup.encoder.configuration.discontinuousTransmission {
+                lastFrameWasDTX = true
+                rtpTimestamp &+= UInt32(frameSamples)
+                continue
+            }
+            let h = RTPHeader(
+                marker: lastFrameWasDTX, payloadType: setup.payloadType, sequenceNumber: sequenceNumber,
+                timestamp: rtpTimestamp, ssrc: localSSRC)
+            _ = h.write(to: packet)
+            lastFrameWasDTX = false
+            var length = header + payloadBytes
+            do throws(SRTPError) {
+                length = try setup.outbound.protectRTP(packet, length: length)
+            } catch {
+                stats.sendFailures += 1
+                continue
+            }
+            if setup.transport.send(UnsafeRawBufferPointer(rebasing: packet[0..<length])) {
+                stats.packetsSent += 1
+                stats.bytesSent += payloadBytes
+                sentAnything = true
+            } else {
+                stats.sendFailures += 1
+            }
+            lastSentRTPTimestamp = rtpTimestamp
+            lastSentAtNanoseconds = now
+            sequenceNumber &+= 1
+            rtpTimestamp &+= UInt32(frameSamples)
+        }
+    }
+
+    private func sendRTCP(now: UInt64, bye: Bool) {
+        var senderInfo: RTCPSenderInfo?
+        if sentAnything {
+            // The RTP time that corresponds to `now`: the last sent timestamp plus elapsed samples.
+            let elapsedSamples = (now &- lastSentAtNanoseconds) / 1_000_000 &* 48
+            senderInfo = RTCPSenderInfo(
+                ntpTimestamp: NTPTimestamp(unixNanoseconds: Int64(MonotonicClock.realtimeNanoseconds())).rawValue,
+                rtpTimestamp: lastSentRTPTimestamp &+ UInt32(truncatingIfNeeded: elapsedSamples),
+                senderPacketCount: UInt32(truncatingIfNeeded: stats.packetsSent),
+                senderOctetCount: UInt32(truncatingIfNeeded: stats.bytesSent))
+        }
+        var block: RTCPReportBlock?
+        if let remoteSSRC {
+            let dlsr =
+                lastSenderReportArrivalNanoseconds == 0
+                ? 0 : NTPTimestamp.delaySinceLastSenderReport(nanoseconds: Int64(now &- lastSenderReportArrivalNanoseconds))
+            let b = reception.makeReportBlock(
+                ssrc: remoteSSRC, lastSenderReport: lastSenderReportMiddle32, delaySinceLastSenderReport: dlsr)
+            stats.fractionLost = Double(b.fractionLost) / 256
+            block = b
+        }
+        var blockCount = 0
+        if let block {
+            reportBlock[0] = block
+            blockCount = 1
+        }
+        let length: Int
+        do throws(RTCPWriteError) {
+            length = try rtcpWriter.write(
+                into: rtcpBuffer, ssrc: localSSRC, senderInfo: senderInfo,
+                reportBlocks: UnsafeBufferPointer(rebasing: reportBlock[0..<blockCount]),
+                bye: bye ? .included(reason: nil) : .omitted)
+        } catch {
+            return
+        }
+        do throws(SRTPError) {
+            let protected = try setup.outbound.protectRTCP(rtcpBuffer, length: length)
+            if setup.transport.send(UnsafeRawBufferPointer(rebasing: rtcpBuffer[0..<protected])) {
+                stats.rtcpPacketsSent += 1
+            } else {
+                stats.sendFailures += 1
+            }
+        } catch {
+            stats.sendFailures += 1
+        }
+    }
+
+    // MARK: Playout
+
+    private func fillPlayback(now: UInt64) {
+        // Keep up to two frames queued for the playback device.
+        while setup.playbackRing.availableToRead < 2 * frameSamples, setup.playbackRing.availableToWrite >= frameSamples {
+            let frame = decodeNextFrame(now: now)
+            _ = setup.playbackRing.writeAll(UnsafeBufferPointer(frame))
+        }
+    }
+
+    private func decodeNextFrame(now: UInt64) -> UnsafeMutableBufferPointer<Int16> {
+        switch jitterBuffer.pull(now: now) {
+        case .notStarted:
+            return silence
+        case .packet(_, let payload):
+            do throws(OpusCodecError) {
+                _ = try setup.decoder.decode(payload, into: pcm)
+                stats.framesDecoded += 1
+                if !announcedFirstMedia {
+                    announcedFirstMedia = true
+                    setup.notify(.firstMediaDecoded)
+                }
+                return pcm
+            } catch {
+                stats.malformedPackets += 1
+                return conceal()
+            }
+        case .fecFromNext(let payload):
+            do throws(OpusCodecError) {
+                _ = try setup.decoder.decodeFEC(from: payload, into: pcm)
+                stats.framesRecoveredByFEC += 1
+                return pcm
+            } catch {
+                return conceal()
+            }
+        case .conceal, .silenceGap:
+            return conceal()
+        }
+    }
+
+    private func conceal() -> UnsafeMutableBufferPointer<Int16> {
+        do throws(OpusCodecError) {
+            _ = try setup.decoder.conceal(into: pcm)
+            stats.framesConcealed += 1
+            return pcm
+        } catch {
+            return silence
+        }
+    }
+
+    private func publish() {
+        stats.packetsLost = Int(reception.cumulativeLost)
+        stats.jitterMilliseconds = Double(reception.interarrivalJitter) / 48
+        stats.sendFailures = max(stats.sendFailures, setup.transport.sendFailureCount + setup.transport.sendQueueDropCount)
+        let jb = jitterBuffer.statistics
+        stats.jitterBufferDelayMilliseconds = jb.currentDelayMilliseconds
+        counters.write(stats)
+    }
+}

@@ -1,0 +1,67 @@
+import TetherRealtime
+
+/// Something that captures audio: a microphone, a test signal, a WAV file.
+///
+/// `start` launches the device's own thread, which writes each captured frame into the
+/// endpoint's ring and then signals the endpoint's wake-up. A frame that does not fit the ring is
+/// dropped and counted as an overrun. `stop` ends the thread and waits for it; it is idempotent,
+/// and a stopped source may be started again (its statistics restart from zero).
+public protocol AudioSource: AnyObject, Sendable {
+    /// A human-readable name for logs and summaries.
+    var name: String { get }
+    /// Starts capturing into `endpoint.ring`.
+    func start(_ endpoint: AudioEndpoint) throws(AudioDeviceError)
+    /// Stops capturing and waits for the device thread to end.
+    func stop()
+    /// Counters since the last start.
+    var statistics: AudioDeviceStatistics { get }
+}
+
+/// Something that plays audio: a loudspeaker, a WAV file, nothing.
+///
+/// `start` launches the device's own thread, which takes one frame per frame duration from the
+/// endpoint's ring and then signals the endpoint's wake-up so the media loop refills the ring.
+/// When less than a frame is available the device plays a frame of silence and counts an
+/// underrun. `stop` ends the thread and waits for it; it is idempotent, and a stopped sink may be
+/// started again (its statistics restart from zero).
+public protocol AudioSink: AnyObject, Sendable {
+    /// A human-readable name for logs and summaries.
+    var name: String { get }
+    /// Starts playing from `endpoint.ring`.
+    func start(_ endpoint: AudioEndpoint) throws(AudioDeviceError)
+    /// Stops playing and waits for the device thread to end.
+    func stop()
+    /// Counters since the last start.
+    var statistics: AudioDeviceStatistics { get }
+}
+
+/// Counters of a source or sink since its last start.
+public struct AudioDeviceStatistics: Sendable, Equatable, CustomStringConvertible {
+    /// Frames moved through the ring: written into it by a source, taken from it by a sink.
+    public var framesTransferred: Int
+    /// Source only: frames dropped because the capture ring lacked room for a whole frame.
+    public var overruns: Int
+    /// Sink only: frames of silence played because the playback ring held less than a frame.
+    public var underruns: Int
+    /// Times the device thread fell more than a few frames behind its schedule and restarted its
+    /// clock from the current instant instead of catching up.
+    public var resynchronizations: Int
+    /// The scheduling the device thread was granted.
+    public var scheduling: ThreadScheduling
+
+    public init(
+        framesTransferred: Int = 0, overruns: Int = 0, underruns: Int = 0, resynchronizations: Int = 0,
+        scheduling: ThreadScheduling = .notStarted
+    ) {
+        self.framesTransferred = framesTransferred
+        self.overruns = overruns
+        self.underruns = underruns
+        self.resynchronizations = resynchronizations
+        self.scheduling = scheduling
+    }
+
+    public var description: String {
+        "\(framesTransferred) frames, \(overruns) overruns, \(underruns) underruns, "
+            + "\(resynchronizations) resynchronizations, \(scheduling.rawValue)"
+    }
+}

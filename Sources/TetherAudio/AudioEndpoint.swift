@@ -1,0 +1,37 @@
+import TetherRealtime
+
+/// What a source or sink is given at start: the format, the ring it fills or drains, and the
+/// wake-up it signals after each frame.
+///
+/// For a source the ring is the capture ring (the device thread is its producer, the media loop
+/// its consumer); for a sink it is the playback ring (the media loop produces, the device thread
+/// consumes). The endpoint is shared by reference: both sides hold the same ring and wake-up.
+public struct AudioEndpoint: Sendable {
+    /// The PCM format of the samples in `ring`.
+    public let format: AudioFormat
+    /// The ring of 16-bit samples (interleaved if `format.channelCount` > 1).
+    public let ring: SPSCRing<Int16>
+    /// Signalled by the device thread after each frame it produced or consumed.
+    public let wakeup: Wakeup
+
+    /// Uses an existing ring and wake-up.
+    public init(format: AudioFormat, ring: SPSCRing<Int16>, wakeup: Wakeup) {
+        self.format = format
+        self.ring = ring
+        self.wakeup = wakeup
+    }
+
+    /// Creates a ring holding at least `ringCapacityFrames` frames of `format` (its capacity in
+    /// samples is rounded up to a power of two) and, unless given, a new wake-up.
+    /// - Precondition: `ringCapacityFrames` ≥ 1.
+    public init(format: AudioFormat = AudioFormat(), ringCapacityFrames: Int = 8, wakeup: Wakeup = Wakeup()) {
+        precondition(ringCapacityFrames >= 1, "AudioEndpoint ring must hold at least one frame")
+        let wantedSamples = ringCapacityFrames * format.samplesPerFrame
+        var capacitySamples = 1
+        while capacitySamples < wantedSamples { capacitySamples <<= 1 }
+        self.init(format: format, ring: SPSCRing<Int16>(capacity: capacitySamples), wakeup: wakeup)
+    }
+
+    /// Whole frames the ring can hold.
+    public var ringCapacityFrames: Int { ring.capacity / format.samplesPerFrame }
+}

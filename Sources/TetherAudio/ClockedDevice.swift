@@ -1,0 +1,256 @@
+import Synchronization
+import TetherRealtime
+
+/// Counters a device thread updates and control threads read.
+///
+/// Every access uses relaxed ordering: each counter is an independent tally read for reporting;
+/// none of them publishes other memory (samples travel through the ring, whose own
+/// acquire/release ordering covers them), so no ordering between counters is needed.
+final class DeviceCounters: Sendable {
+    let framesTransferred = Atomic<Int>(0)
+    let overruns = Atomic<Int>(0)
+    let underruns = Atomic<Int>(0)
+    let resynchronizations = Atomic<Int>(0)
+    /// `ThreadScheduling` of the device thread, encoded by `schedulingCode(_:)`.
+    let scheduling = Atomic<Int>(0)
+    /// Set by a source that played its whole content and will only produce silence from now on.
+    let reachedEnd = Atomic<Bool>(false)
+    /// First errno a device thread met (0: none); the thread stops retrying the failing call.
+    let errorNumber = Atomic<Int32>(0)
+
+    func reset() {
+        framesTransferred.store(0, ordering: .relaxed)
+        overruns.store(0, ordering: .relaxed)
+        underruns.store(0, ordering: .relaxed)
+        resynchronizations.store(0, ordering: .relaxed)
+        scheduling.store(0, ordering: .relaxed)
+        reachedEnd.store(false, ordering: .relaxed)
+        errorNumber.store(0, ordering: .relaxed)
+    }
+
+    var snapshot: AudioDeviceStatistics {
+        AudioDeviceStatistics(
+            framesTransferred: framesTransferred.load(ordering: .relaxed),
+            overruns: overruns.load(ordering: .relaxed),
+            underruns: underruns.load(ordering: .relaxed),
+            resynchronizations: resynchronizations.load(ordering: .relaxed),
+            scheduling: Self.scheduling(code: scheduling.load(ordering: .relaxed)))
+    }
+
+    static func schedulingCode(_ scheduling: ThreadScheduling) -> Int {
+        switch scheduling {
+        case .notStarted: 0
+        case .realtimeFIFO: 1
+        case .realtimeRoundRobin: 2
+        case .normal: 3
+        }
+    }
+
+    static func scheduling(code: Int) -> ThreadScheduling {
+        switch code {
+        case 1: .realtimeFIFO
+        case 2: .realtimeRoundRobin
+        case 3: .normal
+        default: .notStarted
+        }
+    }
+}
+
+/// What the per-frame work of a device thread may touch: the ring, the wake-up and the counters,
+/// held unretained so the loop does no reference counting. The device keeps the endpoint and the
+/// counters alive (strongly) until the thread has been joined.
+struct DeviceThreadIO: Sendable {
+    let samplesPerFrame: Int
+    private let ring: Unmanaged<SPSCRing<Int16>>
+    private let wakeup: Unmanaged<Wakeup>
+    private let counters: Unmanaged<DeviceCounters>
+
+    init(endpoint: AudioEndpoint, counters: DeviceCounters) {
+        samplesPerFrame = endpoint.format.samplesPerFrame
+        ring = .passUnretained(endpoint.ring)
+        wakeup = .passUnretained(endpoint.wakeup)
+        self.counters = .passUnretained(counters)
+    }
+
+    /// Writes the whole frame into the ring, or counts an overrun and drops it.
+    /// - Note: Called on the device thread; must not allocate.
+    @inline(__always)
+    func pushFrame(_ frame: UnsafeBufferPointer<Int16>) {
+        let written = ring._withUnsafeGuaranteedRef { $0.writeAll(frame) }
+        counters._withUnsafeGuaranteedRef { counters in
+            _ = written
+                ? counters.framesTransferred.add(1, ordering: .relaxed)
+                : counters.overruns.add(1, ordering: .relaxed)
+        }
+    }
+
+    /// Fills `frame` from the ring, or fills it with silence and counts an underrun.
+    /// - Returns: `true` when a frame came from the ring.
+    /// - Note: Called on the device thread; must not allocate.
+    @inline(__always)
+    @discardableResult
+    func pullFrame(into frame: UnsafeMutableBufferPointer<Int16>) -> Bool {
+        if ring._withUnsafeGuaranteedRef({ $0.readAll(into: frame) }) {
+            counters._withUnsafeGuaranteedRef { _ = $0.framesTransferred.add(1, ordering: .relaxed) }
+            return true
+        }
+        frame.update(repeating: 0)
+        counters._withUnsafeGuaranteedRef { _ = $0.underruns.add(1, ordering: .relaxed) }
+        return false
+    }
+
+    /// Drops one frame from the ring, or counts an underrun when less than a frame is there.
+    /// - Note: Called on the device thread; must not allocate.
+    @inline(__always)
+    func discardFrame() {
+        let ok = ring._withUnsafeGuaranteedRef { ring in
+            ring.availableToRead >= samplesPerFrame && ring.discard(samplesPerFrame) == samplesPerFrame
+        }
+        counters._withUnsafeGuaranteedRef { counters in
+            _ = ok
+                ? counters.framesTransferred.add(1, ordering: .relaxed)
+                : counters.underruns.add(1, ordering: .relaxed)
+        }
+    }
+
+    /// Wakes the media loop.
+    /// - Note: Called on the device thread; must not allocate.
+    @inline(__always)
+    func signal() {
+        wakeup._withUnsafeGuaranteedRef { $0.signal() }
+    }
+
+    /// Records that the source has played all its content.
+    /// - Note: Called on the device thread; must not allocate.
+    @inline(__always)
+    func markReachedEnd() {
+        counters._withUnsafeGuaranteedRef { $0.reachedEnd.store(true, ordering: .relaxed) }
+    }
+
+    /// Records the first error the device thread met.
+    /// - Note: Called on the device thread; must not allocate.
+    @inline(__always)
+    func recordError(_ code: Int32) {
+        counters._withUnsafeGuaranteedRef {
+            _ = $0.errorNumber.compareExchange(expected: 0, desired: code, ordering: .relaxed)
+        }
+    }
+
+    /// Counts a resynchronization of the frame clock.
+    /// - Note: Called on the device thread; must not allocate.
+    @inline(__always)
+    func countResynchronization() {
+        counters._withUnsafeGuaranteedRef { _ = $0.resynchronizations.add(1, ordering: .relaxed) }
+    }
+}
+
+/// The per-frame work of a clocked virtual device.
+///
+/// Conformers are value types holding only plain values and raw pointers to storage allocated
+/// before the thread starts; they are `@unchecked Sendable` because the device thread owns that
+/// storage while it runs and the control thread frees it (`finish`) only after joining.
+protocol ClockedFrameWork: Sendable {
+    /// Produces or consumes one frame.
+    /// - Note: Called on the device thread; must not allocate.
+    mutating func processFrame(_ io: DeviceThreadIO)
+    /// Releases the storage and descriptors acquired at start. Called on the control thread after
+    /// the device thread has ended.
+    func finish(counters: DeviceCounters)
+}
+
+/// Start/stop bookkeeping shared by the clocked virtual devices: one `RealtimeThread` per run,
+/// ticking once per frame duration on absolute deadlines.
+final class ClockedDeviceRunner: Sendable {
+    /// A device thread that falls further behind than this many frames restarts its clock from the
+    /// current instant (and counts a resynchronization) rather than bursting to catch up.
+    static let resynchronizationThresholdFrames: UInt64 = 5
+    /// SCHED_FIFO priority the device threads ask for.
+    static let realtimePriority: Int32 = 10
+
+    let counters = DeviceCounters()
+    private let threadName: String
+    private let running = Mutex<Running?>(nil)
+
+    private struct Running: Sendable {
+        var thread: RealtimeThread
+        var endpoint: AudioEndpoint
+        var work: any ClockedFrameWork
+    }
+
+    init(threadName: String) {
+        self.threadName = threadName
+    }
+
+    var statistics: AudioDeviceStatistics { counters.snapshot }
+
+    /// Validates `endpoint`, prepares the work (allocations, files) and starts the thread.
+    func start<Work: ClockedFrameWork>(
+        deviceName: String, endpoint: AudioEndpoint,
+        prepare: (AudioEndpoint) throws(AudioDeviceError) -> Work
+    ) throws(AudioDeviceError) {
+        try running.withLock { (running: inout Running?) throws(AudioDeviceError) in
+            guard running == nil else { throw .alreadyStarted(name: deviceName) }
+            let format = endpoint.format
+            guard format.channelCount == 1 else {
+                throw .unsupportedFormat(reason: "\(deviceName) handles mono only, not \(format.channelCount) channels")
+            }
+            guard endpoint.ring.capacity >= format.samplesPerFrame else {
+                throw .ringTooSmall(capacitySamples: endpoint.ring.capacity, samplesPerFrame: format.samplesPerFrame)
+            }
+            let work = try prepare(endpoint)
+            counters.reset()
+            let io = DeviceThreadIO(endpoint: endpoint, counters: counters)
+            let counters = Unmanaged.passUnretained(self.counters)
+            let thread = RealtimeThread(name: threadName, realtimePriority: Self.realtimePriority)
+            do throws(RealtimeThread.StartError) {
+                try thread.start { thread in
+                    counters._withUnsafeGuaranteedRef {
+                        $0.scheduling.store(DeviceCounters.schedulingCode(thread.scheduling), ordering: .relaxed)
+                    }
+                    var work = work
+                    Self.runClocked(
+                        stopFlag: .passUnretained(thread), periodNanoseconds: format.frameDurationNanoseconds,
+                        io: io, work: &work)
+                }
+            } catch {
+                work.finish(counters: self.counters)
+                throw .deviceThreadFailed(code: error.code)
+            }
+            running = Running(thread: thread, endpoint: endpoint, work: work)
+        }
+    }
+
+    /// Stops and joins the thread, then releases the work's resources. Idempotent.
+    func stop() {
+        running.withLock { running in
+            guard let current = running else { return }
+            current.thread.stop()
+            current.work.finish(counters: counters)
+            running = nil
+        }
+    }
+
+    /// The device loop: frame `n` after the epoch is processed at `epoch + n × period`, absolute
+    /// deadlines computed from the frame count, so scheduling jitter never accumulates into drift.
+    /// - Note: Called on the device thread; must not allocate.
+    static func runClocked<Work: ClockedFrameWork>(
+        stopFlag: Unmanaged<RealtimeThread>, periodNanoseconds: UInt64, io: DeviceThreadIO, work: inout Work
+    ) {
+        let lateLimitNanoseconds = resynchronizationThresholdFrames &* periodNanoseconds
+        var epochNanoseconds = MonotonicClock.nanoseconds()
+        var framesSinceEpoch: UInt64 = 0
+        while true {
+            framesSinceEpoch &+= 1
+            let deadlineNanoseconds = epochNanoseconds &+ framesSinceEpoch &* periodNanoseconds
+            MonotonicClock.sleep(untilNanoseconds: deadlineNanoseconds)
+            if stopFlag._withUnsafeGuaranteedRef({ $0.isStopRequested }) { break }
+            work.processFrame(io)
+            let nowNanoseconds = MonotonicClock.nanoseconds()
+            if nowNanoseconds > deadlineNanoseconds &+ lateLimitNanoseconds {
+                epochNanoseconds = nowNanoseconds
+                framesSinceEpoch = 0
+                io.countResynchronization()
+            }
+        }
+    }
+}

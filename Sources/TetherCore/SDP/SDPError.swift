@@ -1,0 +1,111 @@
+import Foundation
+
+/// Everything that can go wrong while parsing an SDP session description
+/// (RFC 8866) or negotiating Tether's single SDES-SRTP/Opus audio stream
+/// (RFC 3264 offer/answer).
+///
+/// Syntax problems carry the 1-based line number and the offending line.
+/// No case, and no ``description``, ever contains SRTP key material: any
+/// `inline:` key in a reported line is replaced with `<redacted>` when the
+/// error is created.
+public enum SDPError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// A line could not be parsed. `number` is 1-based; `line` is the text of
+    /// the line with trailing whitespace removed (and keys redacted).
+    case malformedLine(number: Int, line: String, reason: String)
+    /// A mandatory session-level line is absent; the payload names it (`"v="`,
+    /// `"o="`, `"s="`, `"t="`).
+    case missingRequiredLine(String)
+    /// `v=` is present but is not `v=0`.
+    case unsupportedVersion
+    /// The description has no `m=audio` section.
+    case noAudioMedia
+    /// The audio section's transport protocol is not `RTP/SAVP` or
+    /// `RTP/SAVPF` (e.g. DTLS-SRTP `UDP/TLS/RTP/SAVPF` or plain `RTP/AVP`).
+    case unsupportedProfile(String)
+    /// The audio section offers no `opus/48000/2` payload type.
+    case noOpus
+    /// Neither the audio section nor the session carries both `a=ice-ufrag`
+    /// and `a=ice-pwd`.
+    case missingICECredentials
+    /// An ICE candidate (RFC 8839 §5.1) could not be parsed. `line` is the
+    /// candidate text as given.
+    case invalidCandidate(line: String, reason: String)
+    /// None of the offered `a=crypto` suites is one we hold a key for.
+    /// `offered` lists the offered suite names in offer order (empty when the
+    /// offer has no `a=crypto` lines at all).
+    case noSupportedCrypto(offered: [String])
+    /// An `a=crypto` attribute (RFC 4568) is malformed: bad base64, wrong
+    /// key||salt length for its suite, bad lifetime/MKI … The reason never
+    /// contains key material.
+    case invalidCrypto(reason: String)
+    /// The audio section lacks `a=rtcp-mux` (RFC 5761); Tether only runs one
+    /// ICE component.
+    case rtcpMuxRequired
+    /// An answer contradicts the offer it answers.
+    case answerDoesNotMatchOffer(reason: String)
+    /// The audio section has port 0, i.e. the stream is rejected/disabled.
+    case audioRejected
+
+    /// A human-readable message; never contains key material.
+    public var description: String {
+        switch self {
+        case let .malformedLine(number, line, reason):
+            return "SDP line \(number) is malformed (\(reason)): \"\(line)\""
+        case let .missingRequiredLine(line):
+            return "SDP is missing the required \(line) line"
+        case .unsupportedVersion:
+            return "SDP version is not 0"
+        case .noAudioMedia:
+            return "SDP has no m=audio section"
+        case let .unsupportedProfile(profile):
+            return "audio transport profile \(profile) is not supported (need RTP/SAVP or RTP/SAVPF with SDES)"
+        case .noOpus:
+            return "audio section does not offer opus/48000/2"
+        case .missingICECredentials:
+            return "no a=ice-ufrag/a=ice-pwd at media or session level"
+        case let .invalidCandidate(line, reason):
+            return "invalid ICE candidate (\(reason)): \"\(line)\""
+        case let .noSupportedCrypto(offered):
+            if offered.isEmpty { return "no a=crypto lines (SDES-SRTP is required)" }
+            return "none of the offered SRTP crypto suites is supported: \(offered.joined(separator: ", "))"
+        case let .invalidCrypto(reason):
+            return "invalid a=crypto attribute: \(reason)"
+        case .rtcpMuxRequired:
+            return "a=rtcp-mux is required"
+        case let .answerDoesNotMatchOffer(reason):
+            return "SDP answer does not match our offer: \(reason)"
+        case .audioRejected:
+            return "audio stream rejected (port 0)"
+        }
+    }
+
+    /// Builds `.malformedLine` with any inline SRTP key in `line` redacted.
+    static func malformed(_ number: Int, _ line: Substring, _ reason: String) -> SDPError {
+        .malformedLine(number: number, line: redactingKeyMaterial(String(line)), reason: reason)
+    }
+
+    /// Replaces whatever follows each `inline:` (case-insensitive) up to the
+    /// next whitespace, `;` or `|` with `<redacted>`.
+    static func redactingKeyMaterial(_ text: String) -> String {
+        var result = ""
+        var rest = Substring(text)
+        while let range = rest.range(of: "inline:", options: .caseInsensitive) {
+            result += rest[rest.startIndex..<range.upperBound]
+            result += "<redacted>"
+            var index = range.upperBound
+            while index < rest.endIndex, !" \t;|".contains(rest[index]) {
+                index = rest.index(after: index)
+            }
+            rest = rest[index...]
+        }
+        result += rest
+        return result
+    }
+}
+
+/// Internal error used by the field-level parsers; the line-level parser turns
+/// it into ``SDPError/malformedLine(number:line:reason:)``.
+struct SDPFieldError: Error {
+    let reason: String
+    init(_ reason: String) { self.reason = reason }
+}

@@ -1,0 +1,58 @@
+import Foundation
+import Tether
+import TetherAudio
+
+/// Renders two sides' statistics as a text table.
+enum StatisticsTable {
+    static func render(a: CallStatistics, b: CallStatistics) -> String {
+        func ms(_ v: Double?) -> String { v.map { String(format: "%.1f ms", $0) } ?? "—" }
+        func pct(_ v: Double) -> String { String(format: "%.1f %%", v * 100) }
+        let rows: [(String, (CallStatistics) -> String)] = [
+            ("codec", { "\($0.codec) pt \($0.payloadType), \($0.packetTimeMilliseconds) ms, \($0.targetBitrateBitsPerSecond / 1000) kb/s" }),
+            ("SRTP suite", { $0.srtpSuite }),
+            ("packets sent", { "\($0.packetsSent)" }),
+            ("bytes sent", { "\($0.bytesSent)" }),
+            ("packets received", { "\($0.packetsReceived)" }),
+            ("bytes received", { "\($0.bytesReceived)" }),
+            ("packets lost (ours)", { "\($0.packetsLost)" }),
+            ("delivery", { pct($0.deliveryRatio) }),
+            ("lost by peer (its RTCP)", { "\($0.remotePacketsLost) (\(pct($0.remoteFractionLost)) last interval)" }),
+            ("jitter (ours / peer's)", { "\(ms($0.jitterMilliseconds)) / \(ms($0.remoteJitterMilliseconds))" }),
+            ("round-trip time", { ms($0.roundTripTimeMilliseconds) }),
+            ("RTCP sent / received", { "\($0.rtcpPacketsSent) / \($0.rtcpPacketsReceived)" }),
+            ("jitter buffer now / target", { "\(ms($0.jitterBufferDelayMilliseconds)) / \(ms($0.jitterBufferTargetMilliseconds))" }),
+            ("frames decoded", { "\($0.framesDecoded)" }),
+            ("frames concealed / FEC", { "\($0.framesConcealed) / \($0.framesRecoveredByFEC)" }),
+            ("late / duplicate packets", { "\($0.latePackets) / \($0.duplicatePackets)" }),
+            ("SRTP auth / replay fails", { "\($0.srtpAuthenticationFailures) / \($0.srtpReplayFailures)" }),
+            ("malformed / send failures", { "\($0.malformedPackets) / \($0.sendFailures)" }),
+            ("capture overruns / playback underruns", { "\($0.captureOverruns) / \($0.playbackUnderruns)" }),
+            ("media thread", { $0.mediaThreadScheduling }),
+            ("path", { "\($0.localAddress) → \($0.remoteAddress)" }),
+        ]
+        let labelWidth = rows.map { $0.0.count }.max()! + 2
+        let columnWidth = max(30, rows.map { max($0.1(a).count, $0.1(b).count) }.max()! + 2)
+        func pad(_ s: String, _ n: Int) -> String { s.count >= n ? s : s + String(repeating: " ", count: n - s.count) }
+        var out = pad("", labelWidth) + pad("A", columnWidth) + "B\n"
+        out += String(repeating: "─", count: labelWidth + columnWidth * 2) + "\n"
+        for (label, value) in rows {
+            out += pad(label, labelWidth) + pad(value(a), columnWidth) + value(b) + "\n"
+        }
+        return out
+    }
+}
+
+/// Checks a received WAV file for the expected tone.
+enum AudioCheck {
+    static func describe(path: String, expectedFrequencyHertz: Double, expectedLevelDBFS: Double) -> String {
+        guard let (samples, rate) = try? WAVFile.read(path: path) else { return "unreadable" }
+        // Skip the first second (call set-up, jitter-buffer start) when there is enough audio.
+        let body = samples.count > rate * 2 ? Array(samples[rate...]) : samples
+        guard let f = ToneAnalysis.dominantFrequencyHertz(body, sampleRateHertz: rate, searchRange: 50...4000) else { return "\(samples.count) samples, no tone found" }
+        let level = ToneAnalysis.rmsDBFS(body)
+        let ok = abs(f - expectedFrequencyHertz) < 5 && abs(level - expectedLevelDBFS) < 3
+        return String(
+            format: "%.2f s, tone %.1f Hz (sent %.0f Hz), level %.1f dBFS (sent %.1f) — %@",
+            Double(samples.count) / Double(rate), f, expectedFrequencyHertz, level, expectedLevelDBFS, ok ? "OK" : "MISMATCH")
+    }
+}
