@@ -224,10 +224,9 @@ public actor CallSession {
             let tag = UInt32(i + 1)
             let key = localKeys[tag] ?? SRTPKeyMaterial.generate(for: suite)
             localKeys[tag] = key
+            let bytes = key.withUnsafeBytes { Array($0) }
             do throws(SDPError) {
-                out.append(try key.withUnsafeBytes { raw throws(SDPError) in
-                    try CryptoAttribute(tag: tag, suite: SDPCryptoSuite(name: suite.rawValue), keyAndSalt: Array(raw))
-                })
+                out.append(try CryptoAttribute(tag: tag, suite: SDPCryptoSuite(name: suite.rawValue), keyAndSalt: bytes))
             } catch {
                 throw TetherError(code: .srtpSetupFailed, isTerminal: false, canRetry: false, message: "\(error)", cause: error)
             }
@@ -235,9 +234,7 @@ public actor CallSession {
         return out
     }
 
-    private func localParameters(candidates: [String], crypto: [CryptoAttribute], checkOnly: Bool = false) throws(TetherError)
-        -> LocalAudioParameters
-    {
+    private func localParameters(candidates: [String], crypto: [CryptoAttribute], checkOnly: Bool = false) -> LocalAudioParameters {
         var parsed: [ICECandidate] = []
         for line in candidates {
             do throws(SDPError) {

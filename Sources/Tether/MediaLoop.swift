@@ -53,10 +53,12 @@ final class MediaLoop: @unchecked Sendable {
     private let rtcpBuffer: UnsafeMutableRawBufferPointer
     private let rtcpWriter: RTCPCompoundWriter
     private let reportBlock: UnsafeMutableBufferPointer<RTCPReportBlock>
-    private var jitterBuffer: JitterBuffer
+    private let jitterBuffer: JitterBuffer
     private var reception = ReceptionStatistics()
     private var stats = MediaCounters()
     private var random = SystemRandomNumberGenerator()
+    /// Packets we could not protect or queue (the transport counts its own refusals).
+    private var localSendFailures = 0
 
     // RTP sender state.
     private var sequenceNumber: UInt16
@@ -88,7 +90,7 @@ final class MediaLoop: @unchecked Sendable {
         reportBlock.initialize(repeating: RTCPReportBlock(ssrc: 0, fractionLost: 0, cumulativeLost: 0, extendedHighestSequence: 0, interarrivalJitter: 0, lastSenderReport: 0, delaySinceLastSenderReport: 0))
         rtcpWriter = RTCPCompoundWriter(cname: Array(setup.cname.utf8.prefix(255)))!
         jitterBuffer = JitterBuffer(
-            frameSamples: frameSamples, targetDelayMilliseconds: setup.jitterBufferTargetMilliseconds)
+            configuration: .init(frameSamples: frameSamples, targetDelayMilliseconds: setup.jitterBufferTargetMilliseconds))
         var g = SystemRandomNumberGenerator()
         localSSRC = UInt32.random(in: 1...UInt32.max, using: &g)
         sequenceNumber = UInt16.random(in: 0...UInt16.max, using: &g)
@@ -299,7 +301,7 @@ final class MediaLoop: @unchecked Sendable {
             do throws(SRTPError) {
                 length = try setup.outbound.protectRTP(packet, length: length)
             } catch {
-                stats.sendFailures += 1
+                localSendFailures += 1
                 continue
             }
             if setup.transport.send(UnsafeRawBufferPointer(rebasing: packet[0..<length])) {
@@ -307,7 +309,7 @@ final class MediaLoop: @unchecked Sendable {
                 stats.bytesSent += payloadBytes
                 sentAnything = true
             } else {
-                stats.sendFailures += 1
+                localSendFailures += 1
             }
             lastSentRTPTimestamp = rtpTimestamp
             lastSentAtNanoseconds = now
@@ -356,10 +358,10 @@ final class MediaLoop: @unchecked Sendable {
             if setup.transport.send(UnsafeRawBufferPointer(rebasing: rtcpBuffer[0..<protected])) {
                 stats.rtcpPacketsSent += 1
             } else {
-                stats.sendFailures += 1
+                localSendFailures += 1
             }
         } catch {
-            stats.sendFailures += 1
+            localSendFailures += 1
         }
     }
 
@@ -416,9 +418,9 @@ final class MediaLoop: @unchecked Sendable {
     private func publish() {
         stats.packetsLost = Int(reception.cumulativeLost)
         stats.jitterMilliseconds = Double(reception.interarrivalJitter) / 48
-        stats.sendFailures = max(stats.sendFailures, setup.transport.sendFailureCount + setup.transport.sendQueueDropCount)
+        stats.sendFailures = localSendFailures + setup.transport.sendFailureCount + setup.transport.sendQueueDropCount
         let jb = jitterBuffer.statistics
-        stats.jitterBufferDelayMilliseconds = jb.currentDelayMilliseconds
+        stats.jitterBufferDelayMilliseconds = Double(jb.bufferedDelayMilliseconds)
         counters.write(stats)
     }
 }

@@ -115,13 +115,12 @@ public final class ICETransport: @unchecked Sendable {
         nice_agent_attach_recv(a, stream, 1, context, iceReceive, UnsafeMutableRawPointer(hot))
         sendWatch = CNice_add_fd_watch(context, fd, iceSendReady, UnsafeMutableRawPointer(hot))
 
-        let ctx = context
-        let mainLoop = loop
+        let handles = GLibLoopHandles(context: context, loop: loop)
         do {
             try thread.start { _ in
-                g_main_context_push_thread_default(ctx)
-                g_main_loop_run(mainLoop)
-                g_main_context_pop_thread_default(ctx)
+                g_main_context_push_thread_default(handles.context)
+                g_main_loop_run(handles.loop)
+                g_main_context_pop_thread_default(handles.context)
             }
         } catch {
             teardown()
@@ -159,7 +158,8 @@ public final class ICETransport: @unchecked Sendable {
         return (String(cString: ufrag), String(cString: pwd))
     }
 
-    /// Sets the peer's credentials and candidates (SDP attribute values, `candidate:…`), which
+    /// Sets the peer's credentials and candidates (SDP attribute values, with or without the
+    /// `a=` and `candidate:` prefixes), which
     /// starts connectivity checks. Runs on the GLib thread; returns once applied.
     public func setRemote(ufrag: String, password: String, candidates: [String]) throws(ICETransportError) {
         guard !closed.load(ordering: .acquiring) else { throw .closed }
@@ -175,7 +175,9 @@ public final class ICETransport: @unchecked Sendable {
             }
             var list: UnsafeMutablePointer<GSList>?
             for line in candidates {
-                let sdp = line.hasPrefix("a=") ? line : "a=" + line
+                var value = line.hasPrefix("a=") ? String(line.dropFirst(2)) : line
+                if !value.hasPrefix("candidate:") { value = "candidate:" + value }
+                let sdp = "a=" + value
                 guard let c = nice_agent_parse_remote_candidate_sdp(a, s, sdp) else {
                     result.withLock { $0 = .invalidRemoteCandidate(line) }
                     continue
@@ -272,6 +274,13 @@ public final class ICETransport: @unchecked Sendable {
         CNice_free_candidate_list(list)
         return out
     }
+}
+
+/// The GLib context and loop the GLib thread runs; owned by `ICETransport`, which joins the
+/// thread before freeing them.
+private struct GLibLoopHandles: @unchecked Sendable {
+    let context: OpaquePointer
+    let loop: OpaquePointer
 }
 
 private final class LoopClosure {

@@ -1,0 +1,534 @@
+/// A sans-IO playout buffer for one incoming Opus RTP stream.
+///
+/// The buffer never reads a clock: the caller passes a monotonic instant in nanoseconds with
+/// every packet (`arrivalNanoseconds`) and every frame request (`now`). The audio sink drives
+/// playout by calling ``pull(now:)`` once per frame period.
+///
+/// ## Timeline
+/// Playout is timestamp based. The playout point is the RTP timestamp of the next frame to
+/// render; a successful pull moves it forward by one frame. Sequence numbers are used only to
+/// classify holes: a hole with a missing sequence number is loss (``PullResult/fecFromNext(payload:)``
+/// or ``PullResult/conceal``), a hole without one is a DTX pause (``PullResult/silenceGap``).
+/// Sequence numbers (16 bit) and timestamps (32 bit) may wrap; they are extended internally
+/// with serial-number arithmetic.
+///
+/// ## Start and re-anchoring
+/// Nothing plays until the first packet has waited the target delay (measured from its
+/// `arrivalNanoseconds` to the pull's `now`). Playout then starts at the oldest buffered
+/// timestamp. A packet whose timestamp is more than ``Configuration/reanchorThresholdMilliseconds``
+/// from the playout point, or whose sequence number jumps more than 3000 ahead or 1000 behind,
+/// is held aside; if the next packet continues it (sequence + 1, timestamp not behind), the
+/// buffer discards what it holds and restarts on the new stream, waiting the target delay again.
+///
+/// ## Delay adaptation
+/// - Underflow: when the buffer holds nothing at all at a pull, the buffer cannot tell a late
+///   packet from a DTX pause. It returns ``PullResult/conceal`` and *holds* the playout point,
+///   which adds one frame of delay, so a packet that arrives just after its slot is still
+///   played rather than rejected as late (a slower sender then underflows once per lost frame
+///   of drift, not on every frame). When the next packet arrives, as many held frames as its
+///   timestamp is ahead of the playout point are credited back to the timeline (a DTX pause or
+///   an outage keeps its original timing); held frames for which no sequence number is
+///   missing are moved from ``JitterBufferStatistics/concealedFrames`` to
+///   ``JitterBufferStatistics/silenceGapFrames``.
+/// - Excess delay: when the buffered audio (including the frame about to play) exceeds
+///   target + ``Configuration/driftMarginFrames`` on every pull for
+///   ``Configuration/driftSustainMilliseconds``, the frame at the playout point is dropped
+///   (counted in ``JitterBufferStatistics/driftDrops``) and the next one is returned instead.
+///
+/// ## Allocation
+/// All storage (slot headers, a duplicate-detection bitmap and one fixed-size payload area per
+/// slot) is one block allocated in `init` and freed in `deinit`; `insert` and `pull` never
+/// allocate. Work per call is a linear scan of the slots.
+///
+/// Not thread-safe: use from one isolation domain.
+public final class JitterBuffer {
+    private struct Slot {
+        var occupied: Bool
+        var sequence: Int64
+        var timestamp: Int64
+        var payloadBytes: Int
+        var arrivalNanoseconds: UInt64
+
+        static let empty = Slot(occupied: false, sequence: 0, timestamp: 0, payloadBytes: 0, arrivalNanoseconds: 0)
+    }
+
+    /// Result of one pass over the slots, relative to the playout point.
+    private struct Scan {
+        var count = 0
+        var atPlayout = -1
+        var hasExpected = false
+        var next = -1
+        var earliest = -1
+        var newestEnd = Int64.min
+    }
+
+    /// Sequence numbers remembered for duplicate detection, in packets (power of two).
+    private static let seenWindowPackets: Int64 = 1024
+    private static let seenWords = 16
+    /// RFC 3550-style limits on a plausible sequence jump, in packets.
+    private static let maximumSequenceJumpAhead: Int64 = 3000
+    private static let maximumSequenceJumpBehind: Int64 = 1000
+
+    /// The configuration this buffer was created with.
+    public let configuration: Configuration
+
+    private let clockRateHertz: Int64
+    private let frameSamples: Int64
+    private let targetDelaySamples: Int64
+    private let targetDelayNanoseconds: UInt64
+    private let driftThresholdSamples: Int64
+    private let driftSustainPulls: Int
+    private let reanchorThresholdSamples: Int64
+    private let slotCount: Int
+    private let payloadCapacityBytes: Int
+
+    private let storage: UnsafeMutableRawPointer
+    /// `slotCount` playout slots followed by one slot for a re-anchor candidate.
+    private let slots: UnsafeMutablePointer<Slot>
+    private let seenBits: UnsafeMutablePointer<UInt64>
+    private let payloadBase: UnsafeMutableRawPointer
+
+    private var hasStream = false
+    private var started = false
+    private var firstArrivalNanoseconds: UInt64 = 0
+    /// Extended timestamp of the stream's first packet; the reference before playout starts.
+    private var anchorTimestamp: Int64 = 0
+    private var highestSequence: Int64 = 0
+    /// Extended RTP timestamp of the next frame to render.
+    private var playoutTimestamp: Int64 = 0
+    /// Extended sequence number expected to cover the playout point.
+    private var expectedSequence: Int64 = 0
+    /// Pulls answered while the buffer was empty since the last stored packet, in frames.
+    private var stalledFrames: Int64 = 0
+    /// Consecutive pulls with buffered audio above target + margin.
+    private var excessPulls = 0
+    private var hasCandidate = false
+    private var counters = JitterBufferStatistics()
+
+    private var candidateIndex: Int { slotCount }
+
+    /// Creates a buffer and allocates all of its storage.
+    ///
+    /// - Precondition: clock rate, frame duration, slot count (at least 2) and payload capacity are positive.
+    public init(configuration: Configuration = Configuration()) {
+        precondition(configuration.clockRateHertz > 0, "clock rate must be positive")
+        precondition(configuration.frameSamples > 0, "frame duration must be positive")
+        precondition(configuration.slotCount >= 2, "at least two slots are needed")
+        precondition(configuration.maximumPayloadBytes > 0, "payload capacity must be positive")
+        self.configuration = configuration
+
+        let clock = Int64(configuration.clockRateHertz)
+        let frame = Int64(configuration.frameSamples)
+        let frameNanoseconds = UInt64(frame) * 1_000_000_000 / UInt64(clock)
+        let targetMilliseconds = Int64(max(0, configuration.targetDelayMilliseconds))
+        clockRateHertz = clock
+        frameSamples = frame
+        targetDelaySamples = max(targetMilliseconds * clock / 1000, frame)
+        targetDelayNanoseconds = max(UInt64(targetMilliseconds) * 1_000_000, frameNanoseconds)
+        driftThresholdSamples = targetDelaySamples + Int64(max(0, configuration.driftMarginFrames)) * frame
+        let sustainNanoseconds = UInt64(max(0, configuration.driftSustainMilliseconds)) * 1_000_000
+        driftSustainPulls = max(1, Int((sustainNanoseconds + frameNanoseconds - 1) / max(1, frameNanoseconds)))
+        reanchorThresholdSamples = max(Int64(max(0, configuration.reanchorThresholdMilliseconds)) * clock / 1000, frame)
+        slotCount = configuration.slotCount
+        payloadCapacityBytes = configuration.maximumPayloadBytes
+
+        let slotBytes = MemoryLayout<Slot>.stride * (configuration.slotCount + 1)
+        let seenBytes = MemoryLayout<UInt64>.stride * Self.seenWords
+        let payloadBytes = configuration.maximumPayloadBytes * (configuration.slotCount + 1)
+        storage = UnsafeMutableRawPointer.allocate(
+            byteCount: slotBytes + seenBytes + payloadBytes,
+            alignment: max(MemoryLayout<Slot>.alignment, MemoryLayout<UInt64>.alignment)
+        )
+        slots = storage.bindMemory(to: Slot.self, capacity: configuration.slotCount + 1)
+        slots.initialize(repeating: .empty, count: configuration.slotCount + 1)
+        seenBits = (storage + slotBytes).bindMemory(to: UInt64.self, capacity: Self.seenWords)
+        seenBits.initialize(repeating: 0, count: Self.seenWords)
+        payloadBase = storage + slotBytes + seenBytes
+        counters.targetDelayMilliseconds = Int(targetDelaySamples * 1000 / clock)
+    }
+
+    deinit {
+        storage.deallocate()
+    }
+
+    // MARK: - Public API
+
+    /// Counters plus the current buffered delay; computed by a scan of the slots (no allocation).
+    public var statistics: JitterBufferStatistics {
+        var result = counters
+        var count = 0
+        var earliest = Int64.max
+        var newestEnd = Int64.min
+        for index in 0..<slotCount where slots[index].occupied {
+            count += 1
+            earliest = min(earliest, slots[index].timestamp)
+            newestEnd = max(newestEnd, slots[index].timestamp + frameSamples)
+        }
+        result.bufferedPackets = count
+        if count > 0 {
+            let start = started ? playoutTimestamp : earliest
+            result.bufferedDelayMilliseconds = Int(max(0, newestEnd - start) * 1000 / clockRateHertz)
+        }
+        return result
+    }
+
+    /// Offers one received RTP packet to the buffer; the payload bytes are copied.
+    ///
+    /// - Parameters:
+    ///   - sequenceNumber: RTP sequence number (wraps at 2^16).
+    ///   - rtpTimestamp: RTP timestamp in 48 kHz clock samples (wraps at 2^32).
+    ///   - payload: Opus payload, at most ``Configuration/maximumPayloadBytes`` bytes.
+    ///   - arrivalNanoseconds: monotonic arrival instant in nanoseconds, same clock as `pull(now:)`.
+    /// - Returns: what happened to the packet; see ``InsertOutcome``.
+    public func insert(
+        sequenceNumber: UInt16,
+        rtpTimestamp: UInt32,
+        payload: UnsafeRawBufferPointer,
+        arrivalNanoseconds: UInt64
+    ) -> InsertOutcome {
+        counters.packetsInserted += 1
+        if payload.count > payloadCapacityBytes {
+            counters.tooLargePackets += 1
+            return .tooLarge
+        }
+        if !hasStream {
+            beginStream(sequence: Int64(sequenceNumber), timestamp: Int64(rtpTimestamp), arrivalNanoseconds: arrivalNanoseconds)
+            write(slot: 0, sequence: Int64(sequenceNumber), timestamp: Int64(rtpTimestamp), payload: payload, arrivalNanoseconds: arrivalNanoseconds)
+            markSeen(Int64(sequenceNumber))
+            return .stored
+        }
+
+        let sequence = extendedSequence(sequenceNumber)
+        let timestamp = extendedTimestamp(rtpTimestamp, near: started ? playoutTimestamp : anchorTimestamp)
+
+        // Frames held during an underflow that this packet shows to have elapsed in the stream.
+        var credit: Int64 = 0
+        if started && stalledFrames > 0 && timestamp >= playoutTimestamp {
+            credit = min(stalledFrames, (timestamp - playoutTimestamp) / frameSamples)
+        }
+        let reference = started ? playoutTimestamp + credit * frameSamples : anchorTimestamp
+        let timestampDistance = timestamp - reference
+        let sequenceDistance = sequence - highestSequence
+        if timestampDistance > reanchorThresholdSamples || timestampDistance < -reanchorThresholdSamples
+            || sequenceDistance > Self.maximumSequenceJumpAhead || sequenceDistance < -Self.maximumSequenceJumpBehind
+        {
+            return insertFarPacket(
+                sequenceNumber: sequenceNumber, rtpTimestamp: rtpTimestamp,
+                payload: payload, arrivalNanoseconds: arrivalNanoseconds
+            )
+        }
+        if isSeen(sequence) {
+            counters.duplicatePackets += 1
+            return .duplicate
+        }
+        if started && timestamp < playoutTimestamp {
+            counters.latePackets += 1
+            return .late
+        }
+
+        hasCandidate = false
+        if started && stalledFrames > 0 {
+            endStall(credit: credit, sequence: sequence)
+        }
+
+        var outcome = InsertOutcome.stored
+        var slot = freeSlot()
+        if slot < 0 {
+            counters.overflowDrops += 1
+            let oldest = oldestSlot()
+            if timestamp < slots[oldest].timestamp {
+                return .overflow
+            }
+            dropForOverflow(slot: oldest)
+            slot = oldest
+            outcome = .overflow
+        }
+        write(slot: slot, sequence: sequence, timestamp: timestamp, payload: payload, arrivalNanoseconds: arrivalNanoseconds)
+        markSeen(sequence)
+        return outcome
+    }
+
+    /// Produces the decision for the next frame period of the audio sink.
+    ///
+    /// - Parameter now: current monotonic instant in nanoseconds (same clock as `arrivalNanoseconds`).
+    /// - Returns: what to render; payload pointers stay valid until the next mutating call.
+    public func pull(now: UInt64) -> PullResult {
+        guard hasStream else { return .notStarted }
+        if !started {
+            guard now >= firstArrivalNanoseconds, now - firstArrivalNanoseconds >= targetDelayNanoseconds else {
+                return .notStarted
+            }
+            guard let first = earliestSlot() else { return .notStarted }
+            started = true
+            playoutTimestamp = slots[first].timestamp
+            expectedSequence = slots[first].sequence
+        }
+
+        var scan = scanSlots()
+        if scan.count > 0 && scan.newestEnd - playoutTimestamp > driftThresholdSamples {
+            excessPulls += 1
+            if excessPulls >= driftSustainPulls && scan.atPlayout >= 0 {
+                let dropped = slots[scan.atPlayout]
+                slots[scan.atPlayout].occupied = false
+                playoutTimestamp = dropped.timestamp + frameSamples
+                expectedSequence = max(expectedSequence, dropped.sequence + 1)
+                counters.driftDrops += 1
+                excessPulls = 0
+                scan = scanSlots()
+            }
+        } else {
+            excessPulls = 0
+        }
+
+        if scan.count == 0 {
+            // Underflow or DTX pause: hold the playout point (see type documentation).
+            stalledFrames += 1
+            counters.concealedFrames += 1
+            return .conceal
+        }
+        if scan.atPlayout >= 0 {
+            let played = slots[scan.atPlayout]
+            slots[scan.atPlayout].occupied = false
+            playoutTimestamp = played.timestamp + frameSamples
+            expectedSequence = max(expectedSequence, played.sequence + 1)
+            counters.framesPlayed += 1
+            return .packet(
+                sequenceNumber: UInt16(truncatingIfNeeded: played.sequence),
+                payload: UnsafeRawBufferPointer(start: payloadPointer(slot: scan.atPlayout), count: played.payloadBytes)
+            )
+        }
+
+        let earliest = slots[scan.earliest]
+        let missingPackets = earliest.sequence - expectedSequence
+        if scan.hasExpected || missingPackets <= 0 {
+            return advanceSilenceGap()
+        }
+        if scan.next >= 0 {
+            expectedSequence += 1
+            playoutTimestamp += frameSamples
+            counters.fecRecoveries += 1
+            return .fecFromNext(
+                payload: UnsafeRawBufferPointer(start: payloadPointer(slot: scan.next), count: slots[scan.next].payloadBytes)
+            )
+        }
+        // More frames than missing packets before the next buffered one: the surplus is a DTX
+        // pause, placed first so the lost packets sit right before the next one (FEC reachable).
+        let framesUntilEarliest = (earliest.timestamp - playoutTimestamp) / frameSamples
+        if framesUntilEarliest > missingPackets {
+            return advanceSilenceGap()
+        }
+        expectedSequence += 1
+        playoutTimestamp += frameSamples
+        counters.concealedFrames += 1
+        return .conceal
+    }
+
+    /// Discards every buffered packet, the playout state and the statistics; keeps the storage.
+    public func reset() {
+        clearSlots()
+        slots[candidateIndex] = .empty
+        clearSeen()
+        hasStream = false
+        started = false
+        hasCandidate = false
+        stalledFrames = 0
+        excessPulls = 0
+        let target = counters.targetDelayMilliseconds
+        counters = JitterBufferStatistics()
+        counters.targetDelayMilliseconds = target
+    }
+
+    // MARK: - Insert helpers
+
+    private func beginStream(sequence: Int64, timestamp: Int64, arrivalNanoseconds: UInt64) {
+        hasStream = true
+        started = false
+        hasCandidate = false
+        firstArrivalNanoseconds = arrivalNanoseconds
+        anchorTimestamp = timestamp
+        highestSequence = sequence
+        playoutTimestamp = timestamp
+        expectedSequence = sequence
+        stalledFrames = 0
+        excessPulls = 0
+        clearSeen()
+    }
+
+    /// Handles a packet far from the playout point: keep it as a re-anchor candidate, or, if it
+    /// continues the current candidate, restart playout on the new stream.
+    private func insertFarPacket(
+        sequenceNumber: UInt16,
+        rtpTimestamp: UInt32,
+        payload: UnsafeRawBufferPointer,
+        arrivalNanoseconds: UInt64
+    ) -> InsertOutcome {
+        let candidate = slots[candidateIndex]
+        let timestampStep = Int64(Int32(bitPattern: rtpTimestamp &- UInt32(truncatingIfNeeded: candidate.timestamp)))
+        guard hasCandidate,
+              sequenceNumber == UInt16(truncatingIfNeeded: candidate.sequence) &+ 1,
+              timestampStep >= 0, timestampStep <= reanchorThresholdSamples
+        else {
+            write(slot: candidateIndex, sequence: Int64(sequenceNumber), timestamp: Int64(rtpTimestamp),
+                  payload: payload, arrivalNanoseconds: arrivalNanoseconds)
+            slots[candidateIndex].occupied = false  // never seen by playout scans
+            hasCandidate = true
+            return .stored
+        }
+
+        clearSlots()
+        beginStream(sequence: candidate.sequence, timestamp: candidate.timestamp, arrivalNanoseconds: candidate.arrivalNanoseconds)
+        payloadPointer(slot: 0).copyMemory(from: payloadPointer(slot: candidateIndex), byteCount: candidate.payloadBytes)
+        slots[0] = Slot(occupied: true, sequence: candidate.sequence, timestamp: candidate.timestamp,
+                        payloadBytes: candidate.payloadBytes, arrivalNanoseconds: candidate.arrivalNanoseconds)
+        markSeen(candidate.sequence)
+        write(slot: 1, sequence: candidate.sequence + 1, timestamp: candidate.timestamp + timestampStep,
+              payload: payload, arrivalNanoseconds: arrivalNanoseconds)
+        markSeen(candidate.sequence + 1)
+        counters.reanchors += 1
+        return .stored
+    }
+
+    private func endStall(credit: Int64, sequence: Int64) {
+        let missingPackets = max(0, sequence - expectedSequence)
+        let pauseFrames = max(0, credit - missingPackets)
+        playoutTimestamp += credit * frameSamples
+        counters.concealedFrames -= Int(pauseFrames)
+        counters.silenceGapFrames += Int(pauseFrames)
+        stalledFrames = 0
+    }
+
+    private func dropForOverflow(slot: Int) {
+        let dropped = slots[slot]
+        slots[slot].occupied = false
+        if started && dropped.timestamp >= playoutTimestamp {
+            // Follow a sender that ran ahead: the dropped packet's frame counts as consumed.
+            playoutTimestamp = dropped.timestamp + frameSamples
+            expectedSequence = max(expectedSequence, dropped.sequence + 1)
+        }
+    }
+
+    private func write(slot: Int, sequence: Int64, timestamp: Int64, payload: UnsafeRawBufferPointer, arrivalNanoseconds: UInt64) {
+        if let source = payload.baseAddress, payload.count > 0 {
+            payloadPointer(slot: slot).copyMemory(from: source, byteCount: payload.count)
+        }
+        slots[slot] = Slot(occupied: true, sequence: sequence, timestamp: timestamp,
+                           payloadBytes: payload.count, arrivalNanoseconds: arrivalNanoseconds)
+    }
+
+    // MARK: - Pull helpers
+
+    private func advanceSilenceGap() -> PullResult {
+        playoutTimestamp += frameSamples
+        counters.silenceGapFrames += 1
+        return .silenceGap
+    }
+
+    /// One pass over the slots relative to the playout point; frees stale packets behind it.
+    private func scanSlots() -> Scan {
+        var scan = Scan()
+        var atPlayoutTimestamp = Int64.max
+        var earliestTimestamp = Int64.max
+        for index in 0..<slotCount where slots[index].occupied {
+            let slot = slots[index]
+            if slot.timestamp < playoutTimestamp {
+                slots[index].occupied = false
+                continue
+            }
+            scan.count += 1
+            if slot.timestamp < playoutTimestamp + frameSamples && slot.timestamp < atPlayoutTimestamp {
+                scan.atPlayout = index
+                atPlayoutTimestamp = slot.timestamp
+            }
+            if slot.sequence == expectedSequence {
+                scan.hasExpected = true
+            }
+            if slot.sequence == expectedSequence + 1 && slot.timestamp == playoutTimestamp + frameSamples {
+                scan.next = index
+            }
+            if slot.timestamp < earliestTimestamp {
+                scan.earliest = index
+                earliestTimestamp = slot.timestamp
+            }
+            scan.newestEnd = max(scan.newestEnd, slot.timestamp + frameSamples)
+        }
+        return scan
+    }
+
+    // MARK: - Slot helpers
+
+    private func payloadPointer(slot: Int) -> UnsafeMutableRawPointer {
+        payloadBase + slot * payloadCapacityBytes
+    }
+
+    private func freeSlot() -> Int {
+        for index in 0..<slotCount where !slots[index].occupied {
+            return index
+        }
+        return -1
+    }
+
+    private func oldestSlot() -> Int {
+        earliestSlot() ?? 0
+    }
+
+    private func earliestSlot() -> Int? {
+        var found: Int?
+        var earliest = Int64.max
+        for index in 0..<slotCount where slots[index].occupied && slots[index].timestamp < earliest {
+            found = index
+            earliest = slots[index].timestamp
+        }
+        return found
+    }
+
+    private func clearSlots() {
+        for index in 0..<slotCount {
+            slots[index].occupied = false
+        }
+    }
+
+    // MARK: - Sequence and timestamp extension
+
+    private func extendedSequence(_ sequenceNumber: UInt16) -> Int64 {
+        let delta = Int16(bitPattern: sequenceNumber &- UInt16(truncatingIfNeeded: highestSequence))
+        return highestSequence + Int64(delta)
+    }
+
+    private func extendedTimestamp(_ rtpTimestamp: UInt32, near reference: Int64) -> Int64 {
+        let delta = Int32(bitPattern: rtpTimestamp &- UInt32(truncatingIfNeeded: reference))
+        return reference + Int64(delta)
+    }
+
+    // MARK: - Duplicate detection (bitmap over the newest 1024 sequence numbers)
+
+    private func isSeen(_ sequence: Int64) -> Bool {
+        guard sequence <= highestSequence, highestSequence - sequence < Self.seenWindowPackets else { return false }
+        let bit = Int(sequence & (Self.seenWindowPackets - 1))
+        return seenBits[bit >> 6] & (1 << UInt64(bit & 63)) != 0
+    }
+
+    private func markSeen(_ sequence: Int64) {
+        if sequence > highestSequence {
+            if sequence - highestSequence >= Self.seenWindowPackets {
+                clearSeen()
+            } else {
+                var cleared = highestSequence + 1
+                while cleared <= sequence {
+                    let bit = Int(cleared & (Self.seenWindowPackets - 1))
+                    seenBits[bit >> 6] &= ~(1 << UInt64(bit & 63))
+                    cleared += 1
+                }
+            }
+            highestSequence = sequence
+        }
+        guard highestSequence - sequence < Self.seenWindowPackets else { return }
+        let bit = Int(sequence & (Self.seenWindowPackets - 1))
+        seenBits[bit >> 6] |= 1 << UInt64(bit & 63)
+    }
+
+    private func clearSeen() {
+        for word in 0..<Self.seenWords {
+            seenBits[word] = 0
+        }
+    }
+}

@@ -1,0 +1,126 @@
+extension JitterBuffer {
+    /// Fixed parameters of a ``JitterBuffer``, chosen once at `init`.
+    public struct Configuration: Sendable, Equatable {
+        /// RTP clock rate of the stream in hertz. Opus over RTP always uses 48 000 Hz.
+        public var clockRateHertz: Int
+        /// Duration of one playout frame in RTP clock samples (960 samples = 20 ms at 48 kHz).
+        /// Every packet is expected to carry exactly one frame of this duration, and every
+        /// ``JitterBuffer/pull(now:)`` consumes one frame.
+        public var frameSamples: Int
+        /// Requested playout delay in milliseconds: how long the first packet of a stream waits
+        /// before playout starts. Values shorter than one frame are raised to one frame.
+        public var targetDelayMilliseconds: Int
+        /// Number of packet slots preallocated at `init` (64 slots of 20 ms = 1.28 s of audio).
+        public var slotCount: Int
+        /// Capacity of each slot in bytes; larger payloads are rejected as ``JitterBuffer/InsertOutcome/tooLarge``.
+        public var maximumPayloadBytes: Int
+        /// Excess-delay margin in frames: buffered audio above target + margin (for a sustained
+        /// period) triggers a drift drop.
+        public var driftMarginFrames: Int
+        /// How long, in milliseconds, the buffered audio must stay above target + margin before
+        /// one frame is dropped.
+        public var driftSustainMilliseconds: Int
+        /// Distance in milliseconds between a packet's timestamp and the playout point beyond
+        /// which the packet is treated as the possible start of a new stream (re-anchor).
+        public var reanchorThresholdMilliseconds: Int
+
+        /// Creates a configuration; every parameter has a default suited to 20 ms Opus frames.
+        public init(
+            clockRateHertz: Int = 48_000,
+            frameSamples: Int = 960,
+            targetDelayMilliseconds: Int = 40,
+            slotCount: Int = 64,
+            maximumPayloadBytes: Int = 1500,
+            driftMarginFrames: Int = 3,
+            driftSustainMilliseconds: Int = 500,
+            reanchorThresholdMilliseconds: Int = 1000
+        ) {
+            self.clockRateHertz = clockRateHertz
+            self.frameSamples = frameSamples
+            self.targetDelayMilliseconds = targetDelayMilliseconds
+            self.slotCount = slotCount
+            self.maximumPayloadBytes = maximumPayloadBytes
+            self.driftMarginFrames = driftMarginFrames
+            self.driftSustainMilliseconds = driftSustainMilliseconds
+            self.reanchorThresholdMilliseconds = reanchorThresholdMilliseconds
+        }
+    }
+
+    /// What ``JitterBuffer/insert(sequenceNumber:rtpTimestamp:payload:arrivalNanoseconds:)`` did with a packet.
+    public enum InsertOutcome: Sendable, Equatable {
+        /// The packet was copied into the buffer. Also returned for a packet far from the playout
+        /// point that is held aside as the possible first packet of a restarted stream: it is
+        /// used if the next packet continues it (re-anchor), and silently discarded otherwise.
+        case stored
+        /// A packet with the same sequence number is buffered or was already played (or dropped).
+        case duplicate
+        /// The packet's timestamp is before the playout point: its frame was already played or concealed.
+        case late
+        /// Every slot was full. The oldest packet among the buffered ones and the new one was
+        /// dropped: normally the oldest buffered packet (the new one is then stored and the
+        /// playout point moves past the dropped packet), or the new packet itself when it is
+        /// older than everything buffered.
+        case overflow
+        /// The payload is longer than ``Configuration/maximumPayloadBytes``; it was not stored.
+        case tooLarge
+    }
+
+    /// What the caller should render for one frame period.
+    ///
+    /// Payload pointers point into the buffer's own storage and stay valid only until the next
+    /// mutating call (`insert`, `pull`, `reset`) or the buffer's deinitialisation.
+    public enum PullResult {
+        /// Playout has not started (no packet yet, or the first packet of the stream, possibly
+        /// after a re-anchor, has not yet waited the target delay). Play silence.
+        case notStarted
+        /// Decode this packet normally.
+        case packet(sequenceNumber: UInt16, payload: UnsafeRawBufferPointer)
+        /// The packet for this frame is lost but its successor is buffered: decode the lost frame
+        /// from this (the successor's) payload using Opus in-band FEC. The successor itself is
+        /// returned as ``packet(sequenceNumber:payload:)`` by the next pull.
+        case fecFromNext(payload: UnsafeRawBufferPointer)
+        /// No audio is available for this frame: run Opus packet-loss concealment. Returned both
+        /// for packets known lost (sequence gap) and when the buffer has run dry (underflow).
+        case conceal
+        /// No packet is missing by sequence number, but none covers this timestamp (a DTX pause).
+        /// Run PLC or comfort noise.
+        case silenceGap
+    }
+}
+
+/// Counters and gauges of a ``JitterBuffer``. Counters only grow until ``JitterBuffer/reset()``.
+public struct JitterBufferStatistics: Sendable, Equatable {
+    /// Calls to `insert`, whatever their outcome, in packets.
+    public var packetsInserted: Int = 0
+    /// Packets rejected as ``JitterBuffer/InsertOutcome/duplicate``.
+    public var duplicatePackets: Int = 0
+    /// Packets rejected as ``JitterBuffer/InsertOutcome/late``.
+    public var latePackets: Int = 0
+    /// Packets rejected as ``JitterBuffer/InsertOutcome/tooLarge``.
+    public var tooLargePackets: Int = 0
+    /// Packets dropped because every slot was full, in packets.
+    public var overflowDrops: Int = 0
+    /// Buffered frames dropped to bring excess delay back under target + margin, in frames.
+    public var driftDrops: Int = 0
+    /// Frames returned as ``JitterBuffer/PullResult/packet(sequenceNumber:payload:)``.
+    public var framesPlayed: Int = 0
+    /// Frames returned as ``JitterBuffer/PullResult/fecFromNext(payload:)``.
+    public var fecRecoveries: Int = 0
+    /// Frames concealed because audio was lost or arrived too late (underflow), in frames.
+    /// Underflow frames later shown to have been a DTX pause are moved to ``silenceGapFrames``.
+    public var concealedFrames: Int = 0
+    /// Frames of DTX pause (no packet missing by sequence number), in frames.
+    public var silenceGapFrames: Int = 0
+    /// Times playout was re-anchored to a restarted or far-jumped stream.
+    public var reanchors: Int = 0
+    /// Packets currently held in slots.
+    public var bufferedPackets: Int = 0
+    /// Audio currently buffered, in milliseconds: from the playout point (or the oldest packet
+    /// before playout starts) to the end of the newest buffered packet.
+    public var bufferedDelayMilliseconds: Int = 0
+    /// Effective target delay in milliseconds (the configured value, at least one frame).
+    public var targetDelayMilliseconds: Int = 0
+
+    /// Creates all-zero statistics.
+    public init() {}
+}
