@@ -123,29 +123,43 @@ final class MediaLoop: @unchecked Sendable {
     // MARK: The loop
 
     private func run(_ thread: RealtimeThread) {
-        let start = MonotonicClock.nanoseconds()
-        // First RTCP soon (half an interval, RFC 3550 §6.2) so round-trip time shows early.
-        var nextRTCP = start + nanoseconds(seconds: setup.rtcpIntervalSeconds * 0.5 * randomUnit(0.5))
-        var nextPublish = start
         while !thread.isStopRequested {
-            let now = MonotonicClock.nanoseconds()
-            let deadline = min(nextRTCP, nextPublish, now + frameNanoseconds)
+            let deadline = nextDeadline(now: MonotonicClock.nanoseconds())
             setup.wakeup.wait(untilMonotonicNanoseconds: deadline)
-            let t = MonotonicClock.nanoseconds()
-            drainReceived()
-            sendCaptured(now: t)
-            fillPlayback(now: t)
-            if t >= nextRTCP {
-                sendRTCP(now: t, bye: false)
-                nextRTCP = t + nanoseconds(seconds: setup.rtcpIntervalSeconds * randomUnit(1))
-            }
-            if t >= nextPublish {
-                publish()
-                nextPublish = t + 100_000_000
-            }
+            processOnce(now: MonotonicClock.nanoseconds())
         }
         if stopWithBye { sendRTCP(now: MonotonicClock.nanoseconds(), bye: true) }
         publish()
+    }
+
+    private var nextRTCP: UInt64 = 0
+    private var nextPublish: UInt64 = 0
+
+    /// The instant the loop must wake by even without a signal.
+    private func nextDeadline(now: UInt64) -> UInt64 {
+        if nextRTCP == 0 {
+            // First RTCP soon (half an interval, RFC 3550 §6.2) so round-trip time shows early.
+            nextRTCP = now + nanoseconds(seconds: setup.rtcpIntervalSeconds * 0.5 * randomUnit(1))
+            nextPublish = now
+        }
+        return min(nextRTCP, nextPublish, now + frameNanoseconds)
+    }
+
+    /// One pass of the loop: received datagrams, captured frames, playout, RTCP and statistics.
+    /// - Note: Media thread only (tests call it directly on their own thread with the loop stopped).
+    func processOnce(now: UInt64) {
+        if nextRTCP == 0 { _ = nextDeadline(now: now) }
+        drainReceived()
+        sendCaptured(now: now)
+        fillPlayback(now: now)
+        if now >= nextRTCP {
+            sendRTCP(now: now, bye: false)
+            nextRTCP = now + nanoseconds(seconds: setup.rtcpIntervalSeconds * randomUnit(1))
+        }
+        if now >= nextPublish {
+            publish()
+            nextPublish = now + 100_000_000
+        }
     }
 
     @inline(__always)

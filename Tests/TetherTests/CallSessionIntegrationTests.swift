@@ -1,0 +1,166 @@
+import Foundation
+import Testing
+import TetherRealtime
+
+@testable import Tether
+
+/// Two real CallSessions over real libnice on 127.0.0.1, SRTP and Opus in between.
+@Suite("CallSession over libnice on loopback", .serialized)
+struct CallSessionIntegrationTests {
+    static let level = -12.0
+
+    func makePair(dir: String, ptime: Int = 20) throws -> (CallSession, CallSession) {
+        let opus = OpusSettings(frameDurationMilliseconds: ptime)
+        let a = try CallSession(
+            configuration: CallConfiguration(
+                audioSource: TestSignalSource(frequencyHertz: 440, levelDBFS: Self.level), audioSink: WAVFileSink(path: dir + "/a.wav"),
+                opus: opus, localAddresses: ["127.0.0.1"], statisticsIntervalSeconds: 0))
+        let b = try CallSession(
+            configuration: CallConfiguration(
+                audioSource: TestSignalSource(frequencyHertz: 660, levelDBFS: Self.level), audioSink: WAVFileSink(path: dir + "/b.wav"),
+                opus: opus, localAddresses: ["127.0.0.1"], statisticsIntervalSeconds: 0))
+        return (a, b)
+    }
+
+    @Test func callEstablishesWithinOneSecondDeliversBothWaysAndCarriesTheTones() async throws {
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let (a, b) = try makePair(dir: dir)
+        let ra = EventRecorder(a)
+        let rb = EventRecorder(b)
+        try await a.start()
+        try await b.start()
+        let begin = MonotonicClock.nanoseconds()
+        let offer = try await a.makeOffer()
+        let answer = try await b.acceptOffer(offer)
+        try await a.applyAnswer(answer)
+        let establishedA = await ra.waitFor("established", timeoutSeconds: 5)
+        let establishedB = await rb.waitFor("established", timeoutSeconds: 5)
+        let setUpSeconds = Double(MonotonicClock.nanoseconds() - begin) / 1e9
+        #expect(establishedA != nil && establishedB != nil)
+        #expect(setUpSeconds < 1.0, "established after \(setUpSeconds) s")
+
+        try await Task.sleep(for: .seconds(3))
+        let sa = a.statistics()
+        let sb = b.statistics()
+        await a.hangUp()
+        // B ends on A's RTCP BYE, by itself.
+        let bEnded = await rb.waitFor("ended", timeoutSeconds: 3)
+        #expect(bEnded != nil)
+        #expect(rb.endReason?.cause == .remoteHangup)
+        #expect(ra.endReason?.cause == .localHangup)
+        await ra.finished()
+        await rb.finished()
+
+        // ≥ 95 % of packets delivered both ways, by both our count and the senders' counts.
+        #expect(sa.packetsSent > 100 && sb.packetsSent > 100)
+        #expect(Double(sb.packetsReceived) >= 0.95 * Double(sa.packetsSent - 10))
+        #expect(Double(sa.packetsReceived) >= 0.95 * Double(sb.packetsSent - 10))
+        #expect(sa.deliveryRatio >= 0.95 && sb.deliveryRatio >= 0.95)
+        #expect(sa.srtpAuthenticationFailures == 0 && sb.srtpAuthenticationFailures == 0)
+        #expect(sa.malformedPackets == 0 && sb.malformedPackets == 0)
+        #expect(sa.rtcpPacketsReceived >= 1 && sb.rtcpPacketsReceived >= 1)
+        #expect(sa.codec == "opus/48000/2" && sa.srtpSuite == "AES_CM_128_HMAC_SHA1_80")
+        #expect(sa.roundTripTimeMilliseconds != nil)
+
+        // The received audio is the peer's tone: right frequency and level.
+        for (file, expected) in [("/a.wav", 660.0), ("/b.wav", 440.0)] {
+            let (samples, rate) = try WAVFile.read(path: dir + file)
+            #expect(rate == 48_000)
+            #expect(samples.count > rate * 2)
+            let body = Array(samples[(rate / 2)..<(samples.count - rate / 4)])
+            let f = try #require(ToneAnalysis.dominantFrequencyHertz(body, sampleRateHertz: rate, searchRange: 100...2000))
+            #expect(abs(f - expected) < 2, "\(file): \(f) Hz, expected \(expected)")
+            let level = ToneAnalysis.rmsDBFS(body)
+            #expect(abs(level - Self.level) < 1.5, "\(file): \(level) dBFS")
+            // And nothing else: the other tone is at least 30 dB down.
+            let other = expected == 660 ? 440.0 : 660.0
+            let own = ToneAnalysis.goertzelPower(body, frequencyHertz: expected, sampleRateHertz: rate)
+            let leak = ToneAnalysis.goertzelPower(body, frequencyHertz: other, sampleRateHertz: rate)
+            #expect(10 * log10(own / max(leak, 1e-12)) > 30)
+        }
+    }
+
+    @Test func gcmSuiteIsNegotiatedWhenTheOffererPrefersIt() async throws {
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let a = try CallSession(
+            configuration: CallConfiguration(
+                localAddresses: ["127.0.0.1"], srtpSuites: [.aeadAES128GCM, .aesCM128HMACSHA1_80], statisticsIntervalSeconds: 0))
+        let b = try CallSession(configuration: CallConfiguration(localAddresses: ["127.0.0.1"], statisticsIntervalSeconds: 0))
+        let rb = EventRecorder(b)
+        try await a.start()
+        try await b.start()
+        try await a.applyAnswer(try await b.acceptOffer(try await a.makeOffer()))
+        #expect(await rb.waitFor("established", timeoutSeconds: 5) != nil)
+        #expect(b.statistics().srtpSuite == "AEAD_AES_128_GCM")
+        await a.hangUp()
+        await b.hangUp()
+    }
+
+    @Test func peerThatNeverSendsMediaEndsTheCallWithARetryableTimeout() async throws {
+        let a = try CallSession(
+            configuration: CallConfiguration(localAddresses: ["127.0.0.1"], connectTimeoutSeconds: 1, statisticsIntervalSeconds: 0))
+        let b = try CallSession(configuration: CallConfiguration(localAddresses: ["127.0.0.1"], statisticsIntervalSeconds: 0))
+        let ra = EventRecorder(a)
+        try await a.start()  // B never starts: ICE connects but no media flows to A.
+        try await a.applyAnswer(try await b.acceptOffer(try await a.makeOffer()))
+        #expect(await ra.waitFor("ended", timeoutSeconds: 5) != nil)
+        let reason = try #require(ra.endReason)
+        #expect(reason.cause == .connectionTimeout)
+        #expect(reason.error?.code == .connectionTimeout)
+        #expect(reason.error?.isTerminal == true && reason.error?.canRetry == true)
+        #expect(ra.recordedErrors.contains { $0.code == .connectionTimeout })
+        await b.hangUp()
+    }
+
+    @Test func malformedAndIncompatibleDescriptionsThrowTypedErrors() async throws {
+        let b = try CallSession(configuration: CallConfiguration(localAddresses: ["127.0.0.1"]))
+        await #expect(throws: TetherError.self) { _ = try await b.acceptOffer("this is not SDP") }
+        do {
+            _ = try await b.acceptOffer("v=0\r\no=- 1 1 IN IP4 127.0.0.1\r\ns=-\r\nt=0 0\r\nm=audio 9 RTP/SAVP 0\r\na=rtpmap:0 PCMU/8000\r\n")
+            Issue.record("an offer without Opus was accepted")
+        } catch {
+            #expect(error.code == .incompatibleSessionDescription)
+            #expect(!error.isTerminal && !error.canRetry)
+        }
+        do {
+            _ = try await b.acceptOffer("v=0\r\no=broken\r\ns=-\r\nt=0 0\r\n")
+            Issue.record("a malformed offer was accepted")
+        } catch {
+            #expect(error.code == .malformedSessionDescription)
+        }
+        // Nothing was lost: the session can still take a good offer.
+        #expect(b.state == .new)
+        let a = try CallSession(configuration: CallConfiguration(localAddresses: ["127.0.0.1"]))
+        let answer = try await b.acceptOffer(try await a.makeOffer())
+        #expect(answer.contains("a=crypto:"))
+        await a.hangUp()
+        await b.hangUp()
+    }
+
+    @Test func operationsOutOfOrderAreInvalidState() async throws {
+        let a = try CallSession(configuration: CallConfiguration(localAddresses: ["127.0.0.1"]))
+        do {
+            try await a.applyAnswer("v=0\r\n")
+            Issue.record("applyAnswer without an offer succeeded")
+        } catch {
+            #expect(error.code == .invalidState)
+        }
+        _ = try await a.makeOffer()
+        do {
+            _ = try await a.makeOffer()
+            Issue.record("a second offer succeeded")
+        } catch {
+            #expect(error.code == .invalidState)
+        }
+        await a.hangUp()
+        #expect(a.state.isEnded)
+        do {
+            try await a.start()
+            Issue.record("start after hang-up succeeded")
+        } catch {
+            #expect(error.code == .invalidState)
+        }
+    }
+}

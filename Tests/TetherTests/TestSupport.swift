@@ -1,0 +1,66 @@
+import Foundation
+import Synchronization
+import Tether
+import TetherRealtime
+
+/// Records a session's events and lets a test await a state.
+final class EventRecorder: Sendable {
+    private final class Store: Sendable {
+        let states = Mutex<[(CallState, Double)]>([])
+        let errors = Mutex<[TetherError]>([])
+        let wakeup = Wakeup()
+    }
+
+    private let store = Store()
+    private let task: Task<Void, Never>
+
+    init(_ session: CallSession) {
+        let store = self.store
+        task = Task {
+            for await event in session.events {
+                switch event {
+                case .stateChanged(_, let to, let t): store.states.withLock { $0.append((to, t)) }
+                case .error(let e): store.errors.withLock { $0.append(e) }
+                default: break
+                }
+                store.wakeup.signal()
+            }
+            store.wakeup.signal()
+        }
+    }
+
+    deinit { task.cancel() }
+
+    var stateNames: [String] { store.states.withLock { $0.map { $0.0.name } } }
+    var recordedErrors: [TetherError] { store.errors.withLock { $0 } }
+
+    /// Seconds since session creation at which `name` was first entered, waiting up to `timeoutSeconds`.
+    func waitFor(_ name: String, timeoutSeconds: Double) async -> Double? {
+        let deadline = MonotonicClock.nanoseconds() + UInt64(timeoutSeconds * 1e9)
+        while true {
+            if let hit = store.states.withLock({ $0.first { $0.0.name == name }?.1 }) { return hit }
+            if MonotonicClock.nanoseconds() >= deadline { return nil }
+            // Poll the wake-up in short slices so the cooperative pool is not blocked for long.
+            _ = store.wakeup.wait(untilMonotonicNanoseconds: min(deadline, MonotonicClock.nanoseconds() + 5_000_000))
+            await Task.yield()
+        }
+    }
+
+    /// The final state once the event stream finished.
+    func finished() async {
+        await task.value
+    }
+
+    var endReason: CallTerminationReason? {
+        store.states.withLock { s in
+            for (state, _) in s { if case .ended(let r) = state { return r } }
+            return nil
+        }
+    }
+}
+
+func temporaryDirectory() throws -> String {
+    let path = NSTemporaryDirectory() + "tether-tests-\(UUID().uuidString)"
+    try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    return path
+}
