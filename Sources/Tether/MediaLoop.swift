@@ -429,7 +429,8 @@ final class MediaLoop: @unchecked Sendable {
         }
     }
 
-    private func publish() {
+    /// Publishes the counters for `statistics()` readers.
+    func publish() {
         stats.packetsLost = Int(reception.cumulativeLost)
         stats.jitterMilliseconds = Double(reception.interarrivalJitter) / 48
         stats.sendFailures = localSendFailures + setup.transport.sendFailureCount + setup.transport.sendQueueDropCount

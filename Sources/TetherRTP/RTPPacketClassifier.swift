@@ -19,15 +19,17 @@ public enum RTPPacketClassifier {
 
     /// Returns true if byte 0 of `packet` carries RTP/RTCP version 2.
     public static func hasVersion2(_ packet: UnsafeRawBufferPointer) -> Bool {
-        guard let first = packet.first else { return false }
-        return first >> 6 == 2
+        guard packet.count > 0 else { return false }
+        return packet[0] >> 6 == 2
     }
 
     /// Classifies a (decrypted or SRTP/SRTCP-protected) datagram as RTP or RTCP.
     /// The RTP and RTCP headers are not encrypted by SRTP, so this works on either.
     public static func classify(_ packet: UnsafeRawBufferPointer) -> Kind {
         guard packet.count >= 4, hasVersion2(packet) else { return .invalid }
-        if rtcpPacketTypeRange.contains(packet[1]) {
+        // Plain comparisons: this runs for every datagram and must not allocate, even in debug builds.
+        let secondByte = packet[1]
+        if secondByte >= 192 && secondByte <= 223 {
             return .rtcp
         }
         return packet.count >= RTPHeader.fixedHeaderLength ? .rtp : .invalid

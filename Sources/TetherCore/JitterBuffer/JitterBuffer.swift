@@ -390,8 +390,10 @@ public final class JitterBuffer {
 
     private func endStall(credit: Int64, sequence: Int64) {
         let missingPackets = max(0, sequence - expectedSequence)
+        // As in `pull`, pause frames come first and lost packets right before the new packet.
         let pauseFrames = max(0, credit - missingPackets)
         playoutTimestamp += credit * frameSamples
+        expectedSequence += credit - pauseFrames
         counters.concealedFrames -= Int(pauseFrames)
         counters.silenceGapFrames += Int(pauseFrames)
         stalledFrames = 0

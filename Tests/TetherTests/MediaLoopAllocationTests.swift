@@ -1,0 +1,160 @@
+import CAllocationCounter
+import Foundation
+import Synchronization
+import Testing
+import TetherCodec
+import TetherICE
+import TetherRTP
+import TetherRealtime
+
+@testable import Tether
+
+/// Two ICE transports connected on loopback, for driving media loops by hand.
+private struct ConnectedTransports {
+    let a: ICETransport
+    let b: ICETransport
+    let ringA = PacketRing(slotCount: 256)
+    let ringB = PacketRing(slotCount: 256)
+    let wakeA = Wakeup()
+    let wakeB = Wakeup()
+
+    init() throws {
+        let gathered = Mutex<[Int: [String]]>([:])
+        let ready = Mutex<Set<Int>>([])
+        let signal = Wakeup()
+        func handler(_ side: Int) -> @Sendable (ICETransportEvent) -> Void {
+            { event in
+                switch event {
+                case .gatheringDone(let c): gathered.withLock { $0[side] = c }
+                case .componentStateChanged(.ready): _ = ready.withLock { $0.insert(side) }
+                default: break
+                }
+                signal.signal()
+            }
+        }
+        a = try ICETransport(
+            configuration: .init(controlling: true, localAddresses: ["127.0.0.1"]), receiveRing: ringA, receiveWakeup: wakeA,
+            eventHandler: handler(0))
+        b = try ICETransport(
+            configuration: .init(controlling: false, localAddresses: ["127.0.0.1"]), receiveRing: ringB, receiveWakeup: wakeB,
+            eventHandler: handler(1))
+        a.gatherCandidates()
+        b.gatherCandidates()
+        let deadline = MonotonicClock.nanoseconds() + 5_000_000_000
+        while gathered.withLock({ $0.count }) < 2, signal.wait(untilMonotonicNanoseconds: deadline) {}
+        let c = gathered.withLock { $0 }
+        let ca = a.localCredentials()
+        let cb = b.localCredentials()
+        try a.setRemote(ufrag: cb.ufrag, password: cb.password, candidates: c[1] ?? [])
+        try b.setRemote(ufrag: ca.ufrag, password: ca.password, candidates: c[0] ?? [])
+        while ready.withLock({ $0.count }) < 2, signal.wait(untilMonotonicNanoseconds: deadline) {}
+    }
+}
+
+@Suite("Media hot path allocations")
+struct MediaLoopAllocationTests {
+    private func loop(
+        transport: ICETransport, ring: PacketRing, wakeup: Wakeup, send: SRTPKeyMaterial, receive: SRTPKeyMaterial,
+        capture: SPSCRing<Int16>, playback: SPSCRing<Int16>
+    ) throws -> MediaLoop {
+        MediaLoop(
+            MediaLoop.Setup(
+                encoder: try OpusEncoder(configuration: OpusConfiguration()), decoder: try OpusDecoder(),
+                outbound: try SRTPContext(direction: .outbound, key: send), inbound: try SRTPContext(direction: .inbound, key: receive),
+                transport: transport, receiveRing: ring, captureRing: capture, playbackRing: playback, wakeup: wakeup,
+                payloadType: 111, cname: "alloc-test", jitterBufferTargetMilliseconds: 40, rtcpIntervalSeconds: 60,
+                notify: { _ in }))
+    }
+
+    /// Allocations libsrtp makes per protect and per unprotect (Debian's NSS build allocates).
+    private func srtpAllocationsPerPacket(_ suite: SRTPCryptoSuite) throws -> (protect: Int, unprotect: Int) {
+        let key = SRTPKeyMaterial.generate(for: suite)
+        let tx = try SRTPContext(direction: .outbound, key: key)
+        let rx = try SRTPContext(direction: .inbound, key: key)
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1600, alignment: 16)
+        defer { buffer.deallocate() }
+        var protectCount = 0
+        var unprotectCount = 0
+        for seq in 0..<200 {
+            buffer.initializeMemory(as: UInt8.self, repeating: 0)
+            buffer[0] = 0x80
+            buffer[1] = 111
+            buffer[2] = UInt8(seq >> 8)
+            buffer[3] = UInt8(seq & 0xff)
+            CAllocationCounter_begin()
+            let n = try tx.protectRTP(buffer, length: 12 + 100)
+            let p = CAllocationCounter_end()
+            CAllocationCounter_begin()
+            _ = try rx.unprotectRTP(buffer, length: n)
+            let u = CAllocationCounter_end()
+            if seq >= 100 {
+                protectCount += p
+                unprotectCount += u
+            }
+        }
+        return (protectCount / 100, unprotectCount / 100)
+    }
+
+    @Test func sendAndReceivePathsAllocateNothingOfTheirOwn() throws {
+        try #require(CAllocationCounter_isAvailable() == 1, "allocation counting is unavailable under sanitizers")
+        let net = try ConnectedTransports()
+        defer {
+            net.a.close()
+            net.b.close()
+        }
+        let keyA = SRTPKeyMaterial.generate(for: .aesCM128HMACSHA1_80)
+        let keyB = SRTPKeyMaterial.generate(for: .aesCM128HMACSHA1_80)
+        let captureA = SPSCRing<Int16>(capacity: 8192)
+        let playbackA = SPSCRing<Int16>(capacity: 4096)
+        let captureB = SPSCRing<Int16>(capacity: 8192)
+        let playbackB = SPSCRing<Int16>(capacity: 4096)
+        let loopA = try loop(
+            transport: net.a, ring: net.ringA, wakeup: net.wakeA, send: keyA, receive: keyB, capture: captureA, playback: playbackA)
+        let loopB = try loop(
+            transport: net.b, ring: net.ringB, wakeup: net.wakeB, send: keyB, receive: keyA, capture: captureB, playback: playbackB)
+        let frame = UnsafeMutableBufferPointer<Int16>.allocate(capacity: 960)
+        defer { frame.deallocate() }
+        let sink = UnsafeMutableBufferPointer<Int16>.allocate(capacity: 960)
+        defer { sink.deallocate() }
+        var phase = 0.0
+
+        /// One 20 ms period: A captures and sends a frame, B receives it, plays out a frame.
+        func period(_ i: Int) {
+            for s in 0..<960 {
+                frame[s] = Int16(8000 * sin(phase))
+                phase += 2 * Double.pi * 440 / 48_000
+            }
+            _ = captureA.writeAll(UnsafeBufferPointer(frame))
+            let now = MonotonicClock.nanoseconds()
+            loopA.processOnce(now: now)
+            // Wait (without allocating) for the datagram to come round through libnice.
+            let deadline = now + 1_000_000_000
+            while net.ringB.count == 0, net.wakeB.wait(untilMonotonicNanoseconds: deadline) {}
+            loopB.processOnce(now: MonotonicClock.nanoseconds() + UInt64(i) * 20_000_000)
+            _ = playbackB.read(into: sink)
+        }
+
+        for i in 0..<100 { period(i) }  // warm-up: first-use allocations, jitter buffer start
+        loopA.publish()
+        loopB.publish()
+        let before = loopB.counters.read()
+        let sentBefore = loopA.counters.read().packetsSent
+        CAllocationCounter_begin()
+        for i in 100..<400 { period(i) }
+        let total = CAllocationCounter_end()
+        loopA.publish()
+        loopB.publish()
+        let after = loopB.counters.read()
+        let sent = loopA.counters.read().packetsSent - sentBefore
+        let received = after.packetsReceived - before.packetsReceived
+        let decoded = after.framesDecoded - before.framesDecoded
+        #expect(sent == 300)
+        #expect(received >= 299)
+        #expect(decoded >= 290)
+
+        let perPacket = try srtpAllocationsPerPacket(.aesCM128HMACSHA1_80)
+        let libsrtp = sent * perPacket.protect + received * perPacket.unprotect
+        // Every allocation in 300 send + 300 receive + 300 playout periods is libsrtp's own.
+        #expect(total == libsrtp, "total \(total), libsrtp \(libsrtp) (\(perPacket.protect)+\(perPacket.unprotect) per packet)")
+    }
+}
