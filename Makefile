@@ -19,7 +19,7 @@ test: setup test-unit test-tsan
 
 test-unit:
 	$(SWIFT) build --build-tests
-	$(SWIFT) test --skip-build
+	$(SWIFT) test --skip-build --no-parallel
 
 test-tsan:
 	$(SWIFT) test --scratch-path $(TSAN_SCRATCH) --sanitize=thread --filter 'TetherRealtimeTests'

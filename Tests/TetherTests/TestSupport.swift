@@ -40,9 +40,8 @@ final class EventRecorder: Sendable {
         while true {
             if let hit = store.states.withLock({ $0.first { $0.0.name == name }?.1 }) { return hit }
             if MonotonicClock.nanoseconds() >= deadline { return nil }
-            // Poll the wake-up in short slices so the cooperative pool is not blocked for long.
-            _ = store.wakeup.wait(untilMonotonicNanoseconds: min(deadline, MonotonicClock.nanoseconds() + 5_000_000))
-            await Task.yield()
+            // Sleep in short slices rather than blocking a thread of the (2-thread) cooperative pool.
+            try? await Task.sleep(for: .milliseconds(2))
         }
     }
 
