@@ -60,7 +60,7 @@ let package = Package(
         .executableTarget(
             name: "tether-bench",
             dependencies: [
-                "Tether", "TetherCodec", "TetherRTP", "TetherCore", "TetherRealtime", "CSRTP", "COpus",
+                "TetherCodec", "TetherRTP", "TetherCore", "TetherRealtime", "CSRTP", "COpus", "CAllocationCounter",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Benchmarks/tether-bench"),

@@ -1,0 +1,191 @@
+import CAllocationCounter
+import COpus
+import CSRTP
+import Foundation
+import TetherCodec
+import TetherCore
+import TetherRTP
+import TetherRealtime
+
+/// The send and receive paths, once through Tether's types and once as direct C calls (the floor).
+enum HotPath {
+    static let key = SRTPKeyMaterial.generate(for: .aesCM128HMACSHA1_80)
+
+    static func cpuMicroseconds() -> Double {
+        var ts = timespec()
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts)
+        return Double(ts.tv_sec) * 1e6 + Double(ts.tv_nsec) / 1e3
+    }
+
+    /// Tether: OpusEncoder → RTPHeader → SRTPContext, per frame.
+    static func tetherSend(pcm: [Int16], frames: Int, complexity: Int) throws -> Double {
+        let encoder = try OpusEncoder(configuration: OpusConfiguration(complexity: complexity))
+        let srtp = try SRTPContext(direction: .outbound, key: key)
+        let packet = UnsafeMutableRawBufferPointer.allocate(byteCount: 1600, alignment: 16)
+        defer { packet.deallocate() }
+        return try pcm.withUnsafeBufferPointer { samples in
+            let start = cpuMicroseconds()
+            for f in 0..<frames {
+                let n = try encoder.encode(samples.baseAddress! + f * 960, into: UnsafeMutableRawBufferPointer(rebasing: packet[12..<1287]))
+                _ = RTPHeader(payloadType: 111, sequenceNumber: UInt16(truncatingIfNeeded: f), timestamp: UInt32(f * 960), ssrc: 0x1234).write(to: packet)
+                _ = try srtp.protectRTP(packet, length: 12 + n)
+            }
+            return (cpuMicroseconds() - start) / Double(frames)
+        }
+    }
+
+    /// Floor: opus_encode + a hand-written header + srtp_protect.
+    static func floorSend(pcm: [Int16], frames: Int, complexity: Int) throws -> Double {
+        var error: Int32 = 0
+        let enc = opus_encoder_create(48_000, 1, OPUS_APPLICATION_VOIP, &error)!
+        defer { opus_encoder_destroy(enc) }
+        _ = COpus_encoder_set_bitrate(enc, 32_000)
+        _ = COpus_encoder_set_complexity(enc, Int32(complexity))
+        _ = COpus_encoder_set_inband_fec(enc, 1)
+        _ = COpus_encoder_set_packet_loss_perc(enc, 10)
+        _ = COpus_encoder_set_signal_voice(enc)
+        var session: srtp_t?
+        _ = key.withUnsafeBytes { CSRTP_create_session(&session, CSRTP_SUITE_AES_CM_128_HMAC_SHA1_80, 1, $0.baseAddress!.assumingMemoryBound(to: UInt8.self), 1024) }
+        defer { srtp_dealloc(session) }
+        let packet = UnsafeMutablePointer<UInt8>.allocate(capacity: 1600)
+        defer { packet.deallocate() }
+        return pcm.withUnsafeBufferPointer { samples in
+            let start = cpuMicroseconds()
+            for f in 0..<frames {
+                let n = opus_encode(enc, samples.baseAddress! + f * 960, 960, packet + 12, 1275)
+                packet[0] = 0x80
+                packet[1] = 111
+                packet[2] = UInt8(truncatingIfNeeded: f >> 8)
+                packet[3] = UInt8(truncatingIfNeeded: f)
+                var len = Int32(12) + n
+                _ = srtp_protect(session, packet, &len)
+            }
+            return (cpuMicroseconds() - start) / Double(frames)
+        }
+    }
+
+    /// SRTP packets to feed the receive paths.
+    static func makePackets(pcm: [Int16], frames: Int, complexity: Int) throws -> [[UInt8]] {
+        let encoder = try OpusEncoder(configuration: OpusConfiguration(complexity: complexity))
+        let srtp = try SRTPContext(direction: .outbound, key: key)
+        var out: [[UInt8]] = []
+        var buffer = [UInt8](repeating: 0, count: 1600)
+        try pcm.withUnsafeBufferPointer { samples in
+            for f in 0..<frames {
+                try buffer.withUnsafeMutableBytes { packet in
+                    let n = try encoder.encode(samples.baseAddress! + f * 960, into: UnsafeMutableRawBufferPointer(rebasing: packet[12..<1287]))
+                    _ = RTPHeader(payloadType: 111, sequenceNumber: UInt16(truncatingIfNeeded: f), timestamp: UInt32(f * 960), ssrc: 0x1234).write(to: packet)
+                    let len = try srtp.protectRTP(packet, length: 12 + n)
+                    out.append(Array(packet[0..<len]))
+                }
+            }
+        }
+        return out
+    }
+
+    /// Tether: classify → SRTPContext → RTPHeader → ReceptionStatistics → JitterBuffer → OpusDecoder.
+    static func tetherReceive(packets: [[UInt8]]) throws -> Double {
+        let srtp = try SRTPContext(direction: .inbound, key: key)
+        let decoder = try OpusDecoder()
+        let jitter = JitterBuffer(configuration: .init(targetDelayMilliseconds: 20))
+        var reception = ReceptionStatistics()
+        let work = UnsafeMutableRawBufferPointer.allocate(byteCount: 1600, alignment: 16)
+        defer { work.deallocate() }
+        let pcm = UnsafeMutableBufferPointer<Int16>.allocate(capacity: 960)
+        defer { pcm.deallocate() }
+        var elapsed = 0.0
+        for (i, p) in packets.enumerated() {
+            p.withUnsafeBytes { work.copyMemory(from: $0) }
+            let start = cpuMicroseconds()
+            guard RTPPacketClassifier.classify(UnsafeRawBufferPointer(rebasing: work[0..<p.count])) == .rtp else { continue }
+            let len = try srtp.unprotectRTP(work, length: p.count)
+            let plain = UnsafeRawBufferPointer(rebasing: work[0..<len])
+            let h = try RTPHeader.parse(plain)
+            try h.validate(expectedPayloadType: 111, expectedSSRC: 0x1234)
+            let now = UInt64(i) * 20_000_000
+            reception.packetReceived(sequenceNumber: h.sequenceNumber, rtpTimestamp: h.timestamp, arrivalRTPUnits: UInt32(truncatingIfNeeded: i * 960))
+            _ = jitter.insert(
+                sequenceNumber: h.sequenceNumber, rtpTimestamp: h.timestamp,
+                payload: UnsafeRawBufferPointer(rebasing: plain[h.payloadOffset..<(h.payloadOffset + h.payloadLength)]), arrivalNanoseconds: now)
+            switch jitter.pull(now: now) {
+            case .packet(_, let payload): _ = try decoder.decode(payload, into: pcm)
+            case .fecFromNext(let payload): _ = try decoder.decodeFEC(from: payload, into: pcm)
+            case .conceal, .silenceGap: _ = try decoder.conceal(into: pcm)
+            case .notStarted: break
+            }
+            elapsed += cpuMicroseconds() - start
+        }
+        return elapsed / Double(packets.count)
+    }
+
+    /// Floor: srtp_unprotect + opus_decode.
+    static func floorReceive(packets: [[UInt8]]) throws -> Double {
+        var session: srtp_t?
+        _ = key.withUnsafeBytes { CSRTP_create_session(&session, CSRTP_SUITE_AES_CM_128_HMAC_SHA1_80, 0, $0.baseAddress!.assumingMemoryBound(to: UInt8.self), 1024) }
+        defer { srtp_dealloc(session) }
+        var error: Int32 = 0
+        let dec = opus_decoder_create(48_000, 1, &error)!
+        defer { opus_decoder_destroy(dec) }
+        let work = UnsafeMutablePointer<UInt8>.allocate(capacity: 1600)
+        defer { work.deallocate() }
+        let pcm = UnsafeMutablePointer<Int16>.allocate(capacity: 960)
+        defer { pcm.deallocate() }
+        var elapsed = 0.0
+        for p in packets {
+            p.withUnsafeBytes { work.update(from: $0.baseAddress!.assumingMemoryBound(to: UInt8.self), count: p.count) }
+            let start = cpuMicroseconds()
+            var len = Int32(p.count)
+            _ = srtp_unprotect(session, work, &len)
+            _ = opus_decode(dec, work + 12, len - 12, pcm, 960, 0)
+            elapsed += cpuMicroseconds() - start
+        }
+        return elapsed / Double(packets.count)
+    }
+
+    /// Heap allocations per frame on the send and receive paths: Tether's own, and libsrtp's.
+    static func allocationsPerFrame(pcm: [Int16], frames: Int, complexity: Int) throws -> (tether: Double, libsrtp: Double) {
+        guard CAllocationCounter_isAvailable() == 1 else { return (.nan, .nan) }
+        let encoder = try OpusEncoder(configuration: OpusConfiguration(complexity: complexity))
+        let decoder = try OpusDecoder()
+        let tx = try SRTPContext(direction: .outbound, key: key)
+        let rx = try SRTPContext(direction: .inbound, key: key)
+        let jitter = JitterBuffer(configuration: .init(targetDelayMilliseconds: 20))
+        var reception = ReceptionStatistics()
+        let packet = UnsafeMutableRawBufferPointer.allocate(byteCount: 1600, alignment: 16)
+        defer { packet.deallocate() }
+        let out = UnsafeMutableBufferPointer<Int16>.allocate(capacity: 960)
+        defer { out.deallocate() }
+        var tether = 0
+        var libsrtp = 0
+        try pcm.withUnsafeBufferPointer { samples in
+            for f in 0..<frames {
+                let counting = f >= 50  // skip first-use allocations
+                CAllocationCounter_begin()
+                let n = try encoder.encode(samples.baseAddress! + f * 960, into: UnsafeMutableRawBufferPointer(rebasing: packet[12..<1287]))
+                _ = RTPHeader(payloadType: 111, sequenceNumber: UInt16(truncatingIfNeeded: f), timestamp: UInt32(f * 960), ssrc: 7).write(to: packet)
+                let ownSend = CAllocationCounter_end()
+                CAllocationCounter_begin()
+                let len = try tx.protectRTP(packet, length: 12 + n)
+                _ = RTPPacketClassifier.classify(UnsafeRawBufferPointer(rebasing: packet[0..<len]))
+                let plainLength = try rx.unprotectRTP(packet, length: len)
+                let srtp = CAllocationCounter_end()
+                CAllocationCounter_begin()
+                let plain = UnsafeRawBufferPointer(rebasing: packet[0..<plainLength])
+                let h = try RTPHeader.parse(plain)
+                reception.packetReceived(sequenceNumber: h.sequenceNumber, rtpTimestamp: h.timestamp, arrivalRTPUnits: UInt32(truncatingIfNeeded: f * 960))
+                let now = UInt64(f) * 20_000_000
+                _ = jitter.insert(
+                    sequenceNumber: h.sequenceNumber, rtpTimestamp: h.timestamp,
+                    payload: UnsafeRawBufferPointer(rebasing: plain[h.payloadOffset..<(h.payloadOffset + h.payloadLength)]), arrivalNanoseconds: now)
+                if case .packet(_, let payload) = jitter.pull(now: now) { _ = try decoder.decode(payload, into: out) }
+                let ownReceive = CAllocationCounter_end()
+                if counting {
+                    tether += ownSend + ownReceive
+                    libsrtp += srtp
+                }
+            }
+        }
+        let counted = Double(frames - 50)
+        return (Double(tether) / counted, Double(libsrtp) / counted)
+    }
+}
