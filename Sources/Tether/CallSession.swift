@@ -71,8 +71,16 @@ public actor CallSession {
         }
     }
 
+    /// A session dropped without `hangUp()` still releases its threads, devices and sockets
+    /// (without sending BYE).
     deinit {
+        for t in timers { t.cancel() }
+        if sourceRunning { configuration.audioSource.stop() }
+        if mediaRunning { media?.stop(sendBye: false) }
+        if sinkRunning { configuration.audioSink.stop() }
+        transport?.close()
         internalSink.finish()
+        eventSink.finish()
     }
 
     private static func powerOfTwo(atLeast n: Int) -> Int {

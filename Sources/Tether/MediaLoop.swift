@@ -194,7 +194,7 @@ final class MediaLoop: @unchecked Sendable {
     }
 
     private func handleRTP(_ buffer: UnsafeMutableRawBufferPointer, arrivalNanoseconds: UInt64) {
-        // Parse before decrypting too: a packet too short for a header is not worth libsrtp's time.
+        // A datagram too short for an RTP header is not worth libsrtp's time.
         guard buffer.count >= RTPHeader.fixedHeaderLength else {
             stats.malformedPackets += 1
             return

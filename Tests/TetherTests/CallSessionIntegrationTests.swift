@@ -170,3 +170,27 @@ struct CallSessionIntegrationTests {
         }
     }
 }
+
+@Suite("CallSession lifetime")
+struct CallSessionLifetimeTests {
+    @Test func sessionDroppedMidCallStopsItsMediaThreads() async throws {
+        let b = try CallSession(
+            configuration: CallConfiguration(localAddresses: ["127.0.0.1"], connectTimeoutSeconds: 5, statisticsIntervalSeconds: 0))
+        let rb = EventRecorder(b)
+        try await b.start()
+        do {
+            let a = try CallSession(configuration: CallConfiguration(localAddresses: ["127.0.0.1"], statisticsIntervalSeconds: 0))
+            try await a.start()
+            try await a.applyAnswer(try await b.acceptOffer(try await a.makeOffer()))
+            #expect(await rb.waitFor("established", timeoutSeconds: 5) != nil)
+        }
+        // A is gone (no hang-up): its media stopped, so B's statistics stop growing.
+        try await Task.sleep(for: .milliseconds(500))
+        let first = b.statistics().packetsReceived
+        try await Task.sleep(for: .milliseconds(500))
+        #expect(b.statistics().packetsReceived == first)
+        await b.hangUp()
+        #expect(await rb.waitFor("ended", timeoutSeconds: 2) != nil)
+        #expect(rb.endReason?.cause == .localHangup)
+    }
+}
