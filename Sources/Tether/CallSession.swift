@@ -334,7 +334,8 @@ public actor CallSession {
                 receiveRing: receiveRing, captureRing: captureRing, playbackRing: playbackRing, wakeup: wakeup,
                 payloadType: result.opusPayloadType, cname: cname,
                 jitterBufferTargetMilliseconds: configuration.jitterBufferTargetMilliseconds,
-                rtcpIntervalSeconds: configuration.rtcpIntervalSeconds, notify: { sink.yield(.media($0)) })
+                rtcpIntervalSeconds: configuration.rtcpIntervalSeconds, sendsMedia: result.direction.isSending,
+                notify: { sink.yield(.media($0)) })
         } catch let error as SRTPError {
             throw TetherError(code: .srtpSetupFailed, isTerminal: false, canRetry: false, message: "\(error)", cause: error)
         } catch {

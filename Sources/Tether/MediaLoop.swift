@@ -36,6 +36,8 @@ final class MediaLoop: @unchecked Sendable {
         var cname: String
         var jitterBufferTargetMilliseconds: Int
         var rtcpIntervalSeconds: Double
+        /// Whether the negotiated direction lets us send RTP (RTCP flows either way).
+        var sendsMedia: Bool = true
         var notify: @Sendable (MediaNotification) -> Void
     }
 
@@ -291,6 +293,12 @@ final class MediaLoop: @unchecked Sendable {
     private func sendCaptured(now: UInt64) {
         let header = RTPHeader.fixedHeaderLength
         while setup.captureRing.readAll(into: pcm) {
+            // On hold (sendonly from the peer's side / inactive): keep the clock, send nothing.
+            guard setup.sendsMedia else {
+                rtpTimestamp &+= UInt32(frameSamples)
+                lastFrameWasDTX = true
+                continue
+            }
             let payloadBytes: Int
             do throws(OpusCodecError) {
                 payloadBytes = try setup.encoder.encode(

@@ -194,3 +194,30 @@ struct CallSessionLifetimeTests {
         #expect(rb.endReason?.cause == .localHangup)
     }
 }
+
+@Suite("CallSession media direction")
+struct CallSessionDirectionTests {
+    @Test func answererToASendOnlyOfferReceivesButSendsNoRTP() async throws {
+        let a = try CallSession(configuration: CallConfiguration(localAddresses: ["127.0.0.1"], statisticsIntervalSeconds: 0))
+        let b = try CallSession(
+            configuration: CallConfiguration(localAddresses: ["127.0.0.1"], rtcpIntervalSeconds: 1, statisticsIntervalSeconds: 0))
+        let rb = EventRecorder(b)
+        try await a.start()
+        try await b.start()
+        let offer = try await a.makeOffer()
+        #expect(offer.contains("a=sendrecv"))
+        // The offer as B sees it says A only sends (as on hold): B answers recvonly and must stay silent.
+        let answer = try await b.acceptOffer(offer.replacingOccurrences(of: "a=sendrecv", with: "a=sendonly"))
+        #expect(answer.contains("a=recvonly"))
+        try await a.applyAnswer(answer)
+        #expect(await rb.waitFor("established", timeoutSeconds: 5) != nil)
+        try await Task.sleep(for: .seconds(1))
+        let sa = a.statistics()
+        let sb = b.statistics()
+        #expect(sa.packetsSent > 20 && sb.packetsReceived > 20)
+        #expect(sb.packetsSent == 0 && sa.packetsReceived == 0)
+        #expect(sb.rtcpPacketsSent >= 1)  // RTCP still flows from the receive-only side
+        await a.hangUp()
+        await b.hangUp()
+    }
+}
