@@ -42,6 +42,7 @@ public actor CallSession {
     private var gathered: [String]?
     private var gatherWaiters: [CheckedContinuation<[String]?, Never>] = []
     private var timers: [Task<Void, Never>] = []
+    private var iceState: ICEComponentState = .disconnected
 
     /// The current state (readable from any thread).
     public nonisolated var state: CallState { stateBox.withLock { $0 } }
@@ -278,13 +279,14 @@ public actor CallSession {
         transport = t
         t.gatherCandidates()
         let timeout = Task { [weak self] in
-            try? await Task.sleep(for: .seconds(10))
+            guard (try? await Task.sleep(for: .seconds(10))) != nil else { return }
             await self?.gatheringTimedOut()
         }
         let candidates = await withCheckedContinuation { (c: CheckedContinuation<[String]?, Never>) in
             if let gathered { c.resume(returning: gathered) } else { gatherWaiters.append(c) }
         }
         timeout.cancel()
+        guard !state.isEnded else { throw .invalidState("the call ended while ICE was gathering") }
         guard let candidates, !candidates.isEmpty else {
             throw TetherError(
                 code: .iceGatheringFailed, isTerminal: false, canRetry: true,
@@ -351,19 +353,13 @@ public actor CallSession {
             $0.bitrate = setup.encoder.configuration.bitrateBitsPerSecond
         }
         transition(to: .connecting)
-        let timeoutSeconds = configuration.connectTimeoutSeconds
-        timers.append(
-            Task { [weak self] in
-                try? await Task.sleep(for: .seconds(timeoutSeconds))
-                await self?.connectTimedOut()
-            })
         if configuration.statisticsIntervalSeconds > 0 {
             let interval = configuration.statisticsIntervalSeconds
             timers.append(
                 Task { [weak self] in
                     while !Task.isCancelled {
-                        try? await Task.sleep(for: .seconds(interval))
-                        guard let self, !Task.isCancelled else { return }
+                        guard (try? await Task.sleep(for: .seconds(interval))) != nil else { return }
+                        guard let self else { return }
                         await self.emitStatistics()
                     }
                 })
@@ -375,7 +371,7 @@ public actor CallSession {
         guard let media, !mediaRunning else { return }
         let format = AudioFormat(frameDurationMilliseconds: configuration.opus.frameDurationMilliseconds)
         do throws(AudioDeviceError) {
-            try configuration.audioSink.start(AudioEndpoint(format: format, ring: playbackRing, wakeup: wakeup))
+            if !sinkRunning { try configuration.audioSink.start(AudioEndpoint(format: format, ring: playbackRing, wakeup: wakeup)) }
             sinkRunning = true
         } catch {
             eventSink.yield(
@@ -385,7 +381,7 @@ public actor CallSession {
                         message: "playback '\(configuration.audioSink.name)' failed: \(error)", cause: error)))
         }
         do throws(AudioDeviceError) {
-            try configuration.audioSource.start(AudioEndpoint(format: format, ring: captureRing, wakeup: wakeup))
+            if !sourceRunning { try configuration.audioSource.start(AudioEndpoint(format: format, ring: captureRing, wakeup: wakeup)) }
             sourceRunning = true
         } catch {
             eventSink.yield(
@@ -401,6 +397,23 @@ public actor CallSession {
             throw TetherError(code: .systemResourceFailed, isTerminal: false, canRetry: true, message: "\(error)", cause: error)
         }
         mediaRunning = true
+        // The set-up clock runs from when media may flow (an answerer may accept an offer and
+        // start only when the user picks up).
+        let timeoutSeconds = configuration.connectTimeoutSeconds
+        timers.append(
+            Task { [weak self] in
+                guard (try? await Task.sleep(for: .seconds(timeoutSeconds))) != nil else { return }
+                await self?.connectTimedOut()
+            })
+        establishIfSendOnly()
+    }
+
+    /// A side that receives nothing by negotiation (the peer is recvonly or inactive) has no first
+    /// decoded frame to wait for: a working ICE path with media started is as far as it can see.
+    private func establishIfSendOnly() {
+        if iceState == .ready, state == .connecting, mediaRunning, let negotiated, !negotiated.direction.isReceiving {
+            transition(to: .established)
+        }
     }
 
     private func emitStatistics() {
@@ -412,7 +425,7 @@ public actor CallSession {
         guard state == .connecting else { return }
         let error = TetherError(
             code: .connectionTimeout, isTerminal: true, canRetry: true,
-            message: "no media from the peer \(configuration.connectTimeoutSeconds) s after negotiation")
+            message: "no media from the peer \(configuration.connectTimeoutSeconds) s after media started")
         eventSink.yield(.error(error))
         finish(CallTerminationReason(cause: .connectionTimeout, error: error), sendBye: true)
     }
@@ -425,6 +438,10 @@ public actor CallSession {
             gatherWaiters = []
             for w in waiters { w.resume(returning: candidates) }
         case .ice(.componentStateChanged(let s)):
+            // A side that receives nothing by negotiation (the peer is recvonly or inactive) has
+            // no first decoded frame to wait for: a working ICE path is as far as it can see.
+            iceState = s
+            establishIfSendOnly()
             if s == .failed && state == .connecting {
                 let error = TetherError(
                     code: .iceConnectionFailed, isTerminal: true, canRetry: true,

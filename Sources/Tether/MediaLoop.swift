@@ -1,4 +1,5 @@
 import Glibc
+import Synchronization
 import TetherAudio
 import TetherCodec
 import TetherCore
@@ -76,7 +77,8 @@ final class MediaLoop: @unchecked Sendable {
     private var lastSenderReportArrivalNanoseconds: UInt64 = 0
     private var announcedFirstMedia = false
     private var byeAnnounced = false
-    private var stopWithBye = false
+    /// Set by `stop(sendBye:)` before the thread is told to stop; read by the thread as it exits.
+    private let stopWithBye = Atomic<Bool>(false)
 
     init(_ setup: Setup) {
         self.setup = setup
@@ -118,7 +120,9 @@ final class MediaLoop: @unchecked Sendable {
 
     /// Stops the media thread; with `sendBye` it sends a final RTCP report with BYE first.
     func stop(sendBye: Bool) {
-        stopWithBye = sendBye
+        // Release: the media thread's acquiring load after it sees the stop observes this value
+        // (the join in `stop()` orders it too; the explicit ordering documents the hand-off).
+        stopWithBye.store(sendBye, ordering: .releasing)
         thread.stop()
     }
 
@@ -130,7 +134,7 @@ final class MediaLoop: @unchecked Sendable {
             setup.wakeup.wait(untilMonotonicNanoseconds: deadline)
             processOnce(now: MonotonicClock.nanoseconds())
         }
-        if stopWithBye { sendRTCP(now: MonotonicClock.nanoseconds(), bye: true) }
+        if stopWithBye.load(ordering: .acquiring) { sendRTCP(now: MonotonicClock.nanoseconds(), bye: true) }
         publish()
     }
 
@@ -344,7 +348,7 @@ final class MediaLoop: @unchecked Sendable {
         var senderInfo: RTCPSenderInfo?
         if sentAnything {
             // The RTP time that corresponds to `now`: the last sent timestamp plus elapsed samples.
-            let elapsedSamples = (now &- lastSentAtNanoseconds) / 1_000_000 &* 48
+            let elapsedSamples = (now &- lastSentAtNanoseconds) &* 48 / 1_000_000
             senderInfo = RTCPSenderInfo(
                 ntpTimestamp: NTPTimestamp(unixNanoseconds: Int64(MonotonicClock.realtimeNanoseconds())).rawValue,
                 rtpTimestamp: lastSentRTPTimestamp &+ UInt32(truncatingIfNeeded: elapsedSamples),

@@ -12,8 +12,9 @@ struct ICEHotPathContext {
     var receiveWakeup: Unmanaged<Wakeup>
     var sendRing: Unmanaged<PacketRing>
     var sendEventFD: Int32
-    /// Datagrams libnice refused to send (no selected pair yet, or a failed path).
-    var sendFailures: UnsafeMutablePointer<Int>
+    /// Datagrams libnice refused to send (no selected pair yet, or a failed path). Written on the
+    /// GLib thread, read by the media loop: relaxed is enough, it is a counter and carries no data.
+    var sendFailures: UnsafeMutablePointer<Atomic<Int>>
 }
 
 /// One ICE stream with one component (RTP and RTCP multiplexed) over libnice.
@@ -100,8 +101,8 @@ public final class ICETransport: @unchecked Sendable {
         streamID = stream
         sendEventFD = fd
         sendRing = PacketRing(slotCount: 128, maximumPacketBytes: 1500)
-        let failures = UnsafeMutablePointer<Int>.allocate(capacity: 1)
-        failures.initialize(to: 0)
+        let failures = UnsafeMutablePointer<Atomic<Int>>.allocate(capacity: 1)
+        failures.initialize(to: Atomic(0))
         hot = .allocate(capacity: 1)
         hot.initialize(
             to: ICEHotPathContext(
@@ -123,7 +124,9 @@ public final class ICETransport: @unchecked Sendable {
                 g_main_context_pop_thread_default(handles.context)
             }
         } catch {
-            teardown()
+            // deinit still runs after a throwing init: mark closed so it does not tear down twice.
+            closed.store(true, ordering: .releasing)
+            releaseAgentAndContext()
             throw .agentCreationFailed(error.description)
         }
     }
@@ -133,12 +136,13 @@ public final class ICETransport: @unchecked Sendable {
     }
 
     /// Datagrams libnice refused to send so far.
-    public var sendFailureCount: Int { hot.pointee.sendFailures.pointee }
+    public var sendFailureCount: Int { hot.pointee.sendFailures.pointee.load(ordering: .relaxed) }
     /// Datagrams dropped because the send queue was full.
     public var sendQueueDropCount: Int { sendRing.droppedBecauseFull + sendRing.droppedBecauseOversize }
 
     /// Starts gathering local candidates; `.gatheringDone` follows.
     public func gatherCandidates() {
+        guard !closed.load(ordering: .acquiring) else { return }
         let a = agent
         let s = streamID
         onLoopThread { _ = nice_agent_gather_candidates(a, s) }
@@ -146,6 +150,7 @@ public final class ICETransport: @unchecked Sendable {
 
     /// The local ICE username fragment and password.
     public func localCredentials() -> (ufrag: String, password: String) {
+        guard !closed.load(ordering: .acquiring) else { return ("", "") }
         var ufrag: UnsafeMutablePointer<gchar>?
         var pwd: UnsafeMutablePointer<gchar>?
         guard nice_agent_get_local_credentials(agent, streamID, &ufrag, &pwd) != 0, let ufrag, let pwd else {
@@ -159,27 +164,29 @@ public final class ICETransport: @unchecked Sendable {
     }
 
     /// Sets the peer's credentials and candidates (SDP attribute values, with or without the
-    /// `a=` and `candidate:` prefixes), which
-    /// starts connectivity checks. Runs on the GLib thread; returns once applied.
-    public func setRemote(ufrag: String, password: String, candidates: [String]) throws(ICETransportError) {
+    /// `a=` and `candidate:` prefixes), which starts connectivity checks. Runs on the GLib thread;
+    /// returns once applied.
+    /// - Returns: how many candidates libnice could not use (skipped: mDNS `.local` names, for example).
+    /// - Throws: when libnice refuses the credentials, or none of several candidates is usable.
+    @discardableResult
+    public func setRemote(ufrag: String, password: String, candidates: [String]) throws(ICETransportError) -> Int {
         guard !closed.load(ordering: .acquiring) else { throw .closed }
         let a = agent
         let s = streamID
-        let result = Mutex<ICETransportError?>(nil)
+        let outcome = Mutex<(error: ICETransportError?, skipped: [String])>((nil, []))
         let done = Wakeup()
         onLoopThread {
             defer { done.signal() }
             guard nice_agent_set_remote_credentials(a, s, ufrag, password) != 0 else {
-                result.withLock { $0 = .remoteRejected("credentials") }
+                outcome.withLock { $0.error = .remoteRejected("credentials") }
                 return
             }
             var list: UnsafeMutablePointer<GSList>?
             for line in candidates {
                 var value = line.hasPrefix("a=") ? String(line.dropFirst(2)) : line
                 if !value.hasPrefix("candidate:") { value = "candidate:" + value }
-                let sdp = "a=" + value
-                guard let c = nice_agent_parse_remote_candidate_sdp(a, s, sdp) else {
-                    result.withLock { $0 = .invalidRemoteCandidate(line) }
+                guard let c = nice_agent_parse_remote_candidate_sdp(a, s, "a=" + value) else {
+                    outcome.withLock { $0.skipped.append(line) }
                     continue
                 }
                 list = g_slist_append(list, c)
@@ -187,11 +194,18 @@ public final class ICETransport: @unchecked Sendable {
             if list != nil {
                 let n = nice_agent_set_remote_candidates(a, s, 1, list)
                 CNice_free_candidate_list(list)
-                if n < 0 { result.withLock { $0 = .remoteRejected("candidates") } }
+                if n < 0 { outcome.withLock { $0.error = .remoteRejected("candidates") } }
             }
         }
-        _ = done.wait(untilMonotonicNanoseconds: MonotonicClock.nanoseconds() + 5_000_000_000)
-        if let e = result.withLock({ $0 }) { throw e }
+        guard done.wait(untilMonotonicNanoseconds: MonotonicClock.nanoseconds() + 5_000_000_000) else {
+            throw .remoteRejected("the ICE thread did not answer within 5 s")
+        }
+        let (error, skipped) = outcome.withLock { $0 }
+        if let error { throw error }
+        if !candidates.isEmpty && skipped.count == candidates.count, let first = skipped.first {
+            throw .invalidRemoteCandidate(first)
+        }
+        return skipped.count
     }
 
     /// Queues one datagram for sending (copied). Returns `false` when the queue is full.
@@ -205,28 +219,24 @@ public final class ICETransport: @unchecked Sendable {
     }
 
     /// Stops the GLib thread and frees the agent. Idempotent.
+    /// - Note: Must not be called on the GLib thread (it joins it).
     public func close() {
         guard !closed.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        let a = agent
-        let s = streamID
-        let ctx = context
-        let done = Wakeup()
-        let me = Unmanaged.passUnretained(self).toOpaque()
-        let hotContext = UnsafeMutableRawPointer(hot)
-        onLoopThread {
-            // Flush what the media loop queued last (an RTCP BYE) before going quiet.
-            _ = iceSendReady(-1, G_IO_IN, hotContext)
-            nice_agent_attach_recv(a, s, 1, ctx, nil, nil)
-            CNice_disconnect_all(a, me)
-            done.signal()
-        }
-        _ = done.wait(untilMonotonicNanoseconds: MonotonicClock.nanoseconds() + 5_000_000_000)
         g_main_loop_quit(loop)
         thread.join()
-        teardown()
+        // No thread runs the context now: take it, and finish on this thread.
+        _ = g_main_context_acquire(context)
+        // Flush what the media loop queued last (an RTCP BYE) before going quiet.
+        _ = iceSendReady(-1, G_IO_IN, UnsafeMutableRawPointer(hot))
+        nice_agent_attach_recv(agent, streamID, 1, context, nil, nil)
+        CNice_disconnect_all(agent, Unmanaged.passUnretained(self).toOpaque())
+        // Run (and free) closures still queued for the loop while the agent is alive.
+        while g_main_context_iteration(context, 0) != 0 {}
+        g_main_context_release(context)
+        releaseAgentAndContext()
     }
 
-    private func teardown() {
+    private func releaseAgentAndContext() {
         if let w = sendWatch {
             g_source_destroy(w)
             g_source_unref(w)
@@ -234,13 +244,16 @@ public final class ICETransport: @unchecked Sendable {
         }
         g_object_unref(UnsafeMutableRawPointer(agent))
         // Drain whatever the agent's finalisation left on the context.
+        _ = g_main_context_acquire(context)
         while g_main_context_iteration(context, 0) != 0 {}
+        g_main_context_release(context)
         g_main_loop_unref(loop)
         g_main_context_unref(context)
         Glibc.close(sendEventFD)
         hot.pointee.receiveRing.release()
         hot.pointee.receiveWakeup.release()
         hot.pointee.sendRing.release()
+        hot.pointee.sendFailures.deinitialize(count: 1)
         hot.pointee.sendFailures.deallocate()
         hot.deinitialize(count: 1)
         hot.deallocate()
@@ -323,7 +336,7 @@ private func iceSendReady(_ fd: gint, _ condition: GIOCondition, _ userData: gpo
         while let sent = ring.pop({ buffer, _ in
             nice_agent_send(agent, stream, 1, guint(buffer.count), buffer.baseAddress?.assumingMemoryBound(to: gchar.self))
         }) {
-            if sent < 0 { hot.pointee.sendFailures.pointee += 1 }
+            if sent < 0 { hot.pointee.sendFailures.pointee.add(1, ordering: .relaxed) }
         }
     }
     return 1  // G_SOURCE_CONTINUE

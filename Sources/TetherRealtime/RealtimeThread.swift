@@ -27,7 +27,8 @@ public final class RealtimeThread: @unchecked Sendable {
         public var description: String { "pthread_create failed: \(String(cString: strerror(code)))" }
     }
 
-    /// Set by `stop()`; the body polls it. Relaxed is enough: it carries no other data.
+    /// Set by `stop()`; the body polls it. Release/acquire, so that what the stopper wrote before
+    /// `stop()` (for example "send a BYE on the way out") is visible to the loop once it sees the flag.
     private let stopRequested = Atomic<Bool>(false)
     private let granted = Atomic<Int>(0)
     private var handle: pthread_t?
@@ -43,9 +44,9 @@ public final class RealtimeThread: @unchecked Sendable {
         self.realtimePriority = realtimePriority
     }
 
-    /// True once `stop()` was called. Cheap to poll from the loop: one relaxed atomic load.
+    /// True once `stop()` was called. Cheap to poll from the loop: one acquiring atomic load.
     @inline(__always)
-    public var isStopRequested: Bool { stopRequested.load(ordering: .relaxed) }
+    public var isStopRequested: Bool { stopRequested.load(ordering: .acquiring) }
 
     /// The scheduling the thread got.
     public var scheduling: ThreadScheduling {
@@ -97,7 +98,7 @@ public final class RealtimeThread: @unchecked Sendable {
     /// Asks the loop to stop and waits for the thread to end. Idempotent.
     /// - Note: Must not be called from the thread itself.
     public func stop() {
-        stopRequested.store(true, ordering: .relaxed)
+        stopRequested.store(true, ordering: .releasing)
         join()
     }
 

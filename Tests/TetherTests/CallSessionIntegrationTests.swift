@@ -201,6 +201,7 @@ struct CallSessionDirectionTests {
         let a = try CallSession(configuration: CallConfiguration(localAddresses: ["127.0.0.1"], statisticsIntervalSeconds: 0))
         let b = try CallSession(
             configuration: CallConfiguration(localAddresses: ["127.0.0.1"], rtcpIntervalSeconds: 1, statisticsIntervalSeconds: 0))
+        let ra = EventRecorder(a)
         let rb = EventRecorder(b)
         try await a.start()
         try await b.start()
@@ -211,6 +212,8 @@ struct CallSessionDirectionTests {
         #expect(answer.contains("a=recvonly"))
         try await a.applyAnswer(answer)
         #expect(await rb.waitFor("established", timeoutSeconds: 5) != nil)
+        // A receives nothing by negotiation: a working path is what establishes it, not a decoded frame.
+        #expect(await ra.waitFor("established", timeoutSeconds: 5) != nil)
         try await Task.sleep(for: .seconds(1))
         let sa = a.statistics()
         let sb = b.statistics()
