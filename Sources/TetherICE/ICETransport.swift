@@ -296,14 +296,27 @@ private struct GLibLoopHandles: @unchecked Sendable {
     let loop: OpaquePointer
 }
 
+/// A closure handed to the GLib thread through `g_main_context_invoke`.
 private final class LoopClosure {
     let body: () -> Void
-    init(_ body: @escaping () -> Void) { self.body = body }
+    /// GLib's own queue orders the hand-off, but GLib is not built with the thread sanitizer; this
+    /// release/acquire pair states the hand-off where the sanitizer (and a reader) can see it.
+    private let published = Atomic<Bool>(false)
+
+    init(_ body: @escaping () -> Void) {
+        self.body = body
+        published.store(true, ordering: .releasing)
+    }
+
+    func run() {
+        _ = published.load(ordering: .acquiring)
+        body()
+    }
 }
 
 private func iceRunClosure(_ data: gpointer?) -> gboolean {
     let box = Unmanaged<LoopClosure>.fromOpaque(data!).takeRetainedValue()
-    box.body()
+    box.run()
     return 0  // G_SOURCE_REMOVE
 }
 
