@@ -30,7 +30,8 @@ public final class ICETransport: @unchecked Sendable {
     private let context: OpaquePointer  // GMainContext
     private let loop: OpaquePointer  // GMainLoop
     private let agent: OpaquePointer
-    private let streamID: guint
+    /// The current stream. Changed only on the GLib thread (by `regather()`), read there too.
+    private var streamID: guint { hot.pointee.streamID }
     private let thread = RealtimeThread(name: "tether-ice", realtimePriority: 0)
     private let hot: UnsafeMutablePointer<ICEHotPathContext>
     private let sendRing: PacketRing
@@ -98,7 +99,6 @@ public final class ICETransport: @unchecked Sendable {
             g_main_context_unref(context)
             throw failure
         }
-        streamID = stream
         sendEventFD = fd
         sendRing = PacketRing(slotCount: 128, maximumPacketBytes: 1500)
         let failures = UnsafeMutablePointer<Atomic<Int>>.allocate(capacity: 1)
@@ -144,13 +144,54 @@ public final class ICETransport: @unchecked Sendable {
     public func gatherCandidates() {
         guard !closed.load(ordering: .acquiring) else { return }
         let a = agent
-        let s = streamID
-        onLoopThread { _ = nice_agent_gather_candidates(a, s) }
+        let hot = UnsafeSendablePointer(hot)
+        onLoopThread { _ = nice_agent_gather_candidates(a, hot.pointer.pointee.streamID) }
     }
+
+    /// Starts an ICE restart (RFC 8445 §9): new local credentials, checks start again once the
+    /// peer's new credentials and candidates are set with `setRemote`. Media keeps flowing on the
+    /// old pair meanwhile. The local candidates are kept (use `regather()` after an address change).
+    /// - Returns: the new local credentials and the local candidates, or nil when closed.
+    public func restart() -> (ufrag: String, password: String, candidates: [String])? {
+        runOnLoopThreadAndWait { me in
+            guard nice_agent_restart_stream(me.agent, me.streamID) != 0 else { return nil }
+            let (u, p) = me.credentialsOnLoop()
+            return (u, p, me.gatheredCandidates())
+        } ?? nil
+    }
+
+    /// Replaces the stream with a new one and gathers candidates again (after a local address
+    /// change libnice's restart would keep the old ones). `.gatheringDone` follows; the new local
+    /// credentials are read with `localCredentials()`. Media stops until the peer's answer is set.
+    public func regather() {
+        guard !closed.load(ordering: .acquiring) else { return }
+        let me = UnsafeSendableTransport(self)
+        onLoopThread {
+            let t = me.transport
+            let old = t.streamID
+            let new = nice_agent_add_stream(t.agent, 1)
+            guard new != 0 else { return }
+            if let turn = t.configuration.turnServer {
+                _ = nice_agent_set_relay_info(
+                    t.agent, new, 1, turn.address, guint(turn.port), turn.username, turn.password, NICE_RELAY_TYPE_TURN_UDP)
+            }
+            nice_agent_attach_recv(t.agent, new, 1, t.context, iceReceive, UnsafeMutableRawPointer(t.hot))
+            t.hot.pointee.streamID = new
+            nice_agent_attach_recv(t.agent, old, 1, t.context, nil, nil)
+            nice_agent_remove_stream(t.agent, old)
+            _ = nice_agent_gather_candidates(t.agent, new)
+        }
+    }
+
+    /// Whether a libnice signal for `stream` concerns the current stream (old streams are ignored).
+    fileprivate func isCurrent(stream: guint) -> Bool { stream == streamID }
 
     /// The local ICE username fragment and password.
     public func localCredentials() -> (ufrag: String, password: String) {
-        guard !closed.load(ordering: .acquiring) else { return ("", "") }
+        runOnLoopThreadAndWait { $0.credentialsOnLoop() } ?? ("", "")
+    }
+
+    private func credentialsOnLoop() -> (ufrag: String, password: String) {
         var ufrag: UnsafeMutablePointer<gchar>?
         var pwd: UnsafeMutablePointer<gchar>?
         guard nice_agent_get_local_credentials(agent, streamID, &ufrag, &pwd) != 0, let ufrag, let pwd else {
@@ -172,11 +213,12 @@ public final class ICETransport: @unchecked Sendable {
     public func setRemote(ufrag: String, password: String, candidates: [String]) throws(ICETransportError) -> Int {
         guard !closed.load(ordering: .acquiring) else { throw .closed }
         let a = agent
-        let s = streamID
+        let hot = UnsafeSendablePointer(hot)
         let outcome = Mutex<(error: ICETransportError?, skipped: [String])>((nil, []))
         let done = Wakeup()
         onLoopThread {
             defer { done.signal() }
+            let s = hot.pointer.pointee.streamID
             guard nice_agent_set_remote_credentials(a, s, ufrag, password) != 0 else {
                 outcome.withLock { $0.error = .remoteRejected("credentials") }
                 return
@@ -259,6 +301,21 @@ public final class ICETransport: @unchecked Sendable {
         hot.deallocate()
     }
 
+    /// Runs `body` on the GLib thread and waits (up to 5 s) for its result; nil when closed or timed out.
+    private func runOnLoopThreadAndWait<T: Sendable>(_ body: @escaping @Sendable (ICETransport) -> T) -> T? {
+        guard !closed.load(ordering: .acquiring) else { return nil }
+        let result = Mutex<T?>(nil)
+        let done = Wakeup()
+        let me = UnsafeSendableTransport(self)
+        onLoopThread {
+            let value = body(me.transport)
+            result.withLock { $0 = value }
+            done.signal()
+        }
+        guard done.wait(untilMonotonicNanoseconds: MonotonicClock.nanoseconds() + 5_000_000_000) else { return nil }
+        return result.withLock { $0 }
+    }
+
     /// Runs `body` on the GLib thread (libnice emits signals on the calling thread).
     private func onLoopThread(_ body: @escaping () -> Void) {
         let box = Unmanaged.passRetained(LoopClosure(body)).toOpaque()
@@ -294,6 +351,18 @@ public final class ICETransport: @unchecked Sendable {
 private struct GLibLoopHandles: @unchecked Sendable {
     let context: OpaquePointer
     let loop: OpaquePointer
+}
+
+/// A pointer handed to closures that run on the GLib thread, which alone touches what it points to.
+private struct UnsafeSendablePointer<T>: @unchecked Sendable {
+    let pointer: UnsafeMutablePointer<T>
+    init(_ pointer: UnsafeMutablePointer<T>) { self.pointer = pointer }
+}
+
+/// The transport, handed to closures that run on the GLib thread while it is open.
+private struct UnsafeSendableTransport: @unchecked Sendable {
+    let transport: ICETransport
+    init(_ transport: ICETransport) { self.transport = transport }
 }
 
 /// A closure handed to the GLib thread through `g_main_context_invoke`.
@@ -357,6 +426,7 @@ private func iceSendReady(_ fd: gint, _ condition: GIOCondition, _ userData: gpo
 
 private func iceGatheringDone(_ agent: OpaquePointer?, _ stream: guint, _ userData: gpointer?) {
     let me = Unmanaged<ICETransport>.fromOpaque(userData!).takeUnretainedValue()
+    guard me.isCurrent(stream: stream) else { return }
     me.deliver(.gatheringDone(candidates: me.gatheredCandidates()))
 }
 
@@ -364,6 +434,7 @@ private func iceStateChanged(
     _ agent: OpaquePointer?, _ stream: guint, _ component: guint, _ state: guint, _ userData: gpointer?
 ) {
     let me = Unmanaged<ICETransport>.fromOpaque(userData!).takeUnretainedValue()
+    guard me.isCurrent(stream: stream) else { return }
     me.deliver(.componentStateChanged(ICEComponentState(rawValue: Int(state)) ?? .failed))
 }
 
@@ -372,7 +443,7 @@ private func iceSelectedPair(
     _ local: UnsafeMutablePointer<NiceCandidate>?, _ remote: UnsafeMutablePointer<NiceCandidate>?, _ userData: gpointer?
 ) {
     let me = Unmanaged<ICETransport>.fromOpaque(userData!).takeUnretainedValue()
-    guard let local, let remote else { return }
+    guard me.isCurrent(stream: stream), let local, let remote else { return }
     me.deliver(
         .selectedPairChanged(
             local: describe(&local.pointee.addr), remote: describe(&remote.pointee.addr),

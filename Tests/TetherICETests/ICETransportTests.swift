@@ -14,6 +14,12 @@ final class EventLog: Sendable {
         wakeup.signal()
     }
 
+    var all: [ICETransportEvent] { events.withLock { $0 } }
+
+    func count(of event: ICETransportEvent) -> Int { all.filter { $0 == event }.count }
+
+    func count(where match: (ICETransportEvent) -> Bool) -> Int { all.filter(match).count }
+
     /// Waits up to `seconds` for an event `match` accepts.
     func first<T>(within seconds: Double, _ match: (ICETransportEvent) -> T?) -> T? {
         let deadline = MonotonicClock.nanoseconds() + UInt64(seconds * 1e9)
@@ -104,5 +110,84 @@ struct ICETransportTests {
                 configuration: ICETransportConfiguration(controlling: true, localAddresses: ["not-an-address"]),
                 receiveRing: PacketRing(slotCount: 4), receiveWakeup: Wakeup(), eventHandler: { _ in })
         }
+    }
+}
+
+@Suite("ICETransport restart and re-gathering")
+struct ICETransportRestartTests {
+    /// Connects two peers and returns them ready.
+    func connectedPair() throws -> (Peer, Peer) {
+        let a = try Peer(controlling: true)
+        let b = try Peer(controlling: false)
+        let ca = try a.gather()
+        let cb = try b.gather()
+        let credA = a.transport.localCredentials()
+        let credB = b.transport.localCredentials()
+        try a.transport.setRemote(ufrag: credB.ufrag, password: credB.password, candidates: cb)
+        try b.transport.setRemote(ufrag: credA.ufrag, password: credA.password, candidates: ca)
+        #expect(a.log.first(within: 5) { $0 == .componentStateChanged(.ready) ? true : nil } == true)
+        #expect(b.log.first(within: 5) { $0 == .componentStateChanged(.ready) ? true : nil } == true)
+        return (a, b)
+    }
+
+    func deliver(_ count: Int, from a: Peer, to b: Peer) -> Int {
+        for i in 0..<count {
+            var bytes = [UInt8](repeating: UInt8(truncatingIfNeeded: i), count: 60)
+            bytes[0] = 0x80
+            bytes.withUnsafeBytes { _ = a.transport.send($0) }
+        }
+        var received = 0
+        let deadline = MonotonicClock.nanoseconds() + 3_000_000_000
+        while received < count, b.wakeup.wait(untilMonotonicNanoseconds: deadline) {
+            while b.ring.pop({ _, _ in true }) != nil { received += 1 }
+        }
+        return received
+    }
+
+    @Test func restartGivesNewCredentialsAndReachesReadyAgainWithMediaFlowing() throws {
+        let (a, b) = try connectedPair()
+        defer {
+            a.transport.close()
+            b.transport.close()
+        }
+        let oldA = a.transport.localCredentials()
+        let ra = try #require(a.transport.restart())
+        let rb = try #require(b.transport.restart())
+        #expect(ra.ufrag != oldA.ufrag && ra.password != oldA.password)
+        #expect(!ra.candidates.isEmpty)
+        // Media still flows on the old pair while the restart runs.
+        #expect(deliver(20, from: a, to: b) == 20)
+        let readyBefore = a.log.count(of: .componentStateChanged(.ready))
+        try a.transport.setRemote(ufrag: rb.ufrag, password: rb.password, candidates: rb.candidates)
+        try b.transport.setRemote(ufrag: ra.ufrag, password: ra.password, candidates: ra.candidates)
+        let readyAgain = a.log.first(within: 5) { _ in a.log.count(of: .componentStateChanged(.ready)) > readyBefore ? true : nil }
+        #expect(readyAgain == true)
+        #expect(deliver(20, from: b, to: a) == 20)
+    }
+
+    @Test func regatherReplacesTheStreamAndConnectsAgain() throws {
+        let (a, b) = try connectedPair()
+        defer {
+            a.transport.close()
+            b.transport.close()
+        }
+        let gatheredBefore = a.log.count { (e: ICETransportEvent) in if case .gatheringDone = e { true } else { false } }
+        a.transport.regather()
+        let fresh = a.log.first(within: 5) { _ -> [String]? in
+            let all = a.log.all.compactMap { e -> [String]? in if case .gatheringDone(let c) = e { c } else { nil } }
+            return all.count > gatheredBefore ? all.last : nil
+        }
+        let candidates = try #require(fresh)
+        #expect(!candidates.isEmpty)
+        let credA = a.transport.localCredentials()
+        let rb = try #require(b.transport.restart())
+        let readyBefore = a.log.count(of: .componentStateChanged(.ready))
+        try a.transport.setRemote(ufrag: rb.ufrag, password: rb.password, candidates: rb.candidates)
+        try b.transport.setRemote(ufrag: credA.ufrag, password: credA.password, candidates: candidates)
+        // The new stream reports its own READY (the old stream's signals are filtered out).
+        let readyAgain = a.log.first(within: 5) { _ in a.log.count(of: .componentStateChanged(.ready)) > readyBefore ? true : nil }
+        #expect(readyAgain == true)
+        #expect(deliver(20, from: a, to: b) == 20)
+        #expect(deliver(20, from: b, to: a) == 20)
     }
 }
