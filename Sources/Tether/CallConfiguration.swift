@@ -1,5 +1,6 @@
 import Glibc
 import TetherAudio
+import TetherCore
 import TetherCodec
 import TetherICE
 import TetherRTP
@@ -10,6 +11,8 @@ public typealias OpusSettings = OpusConfiguration
 public typealias IceServer = ICEServer
 /// An SRTP crypto suite.
 public typealias SRTPSuite = SRTPCryptoSuite
+/// Reconnection timers and limits (disruption threshold, renewal delay, retries, give-up).
+public typealias ReconnectionPolicy = TetherCore.ReconnectionPolicy
 
 /// Everything a `CallSession` needs, checked by `validate()` when the session is created.
 public struct CallConfiguration: Sendable {
@@ -38,6 +41,8 @@ public struct CallConfiguration: Sendable {
     public var statisticsIntervalSeconds: Double
     /// RTCP canonical name; random per call when nil.
     public var cname: String?
+    /// When media counts as disrupted, when to renew it, how often to retry, when to give up.
+    public var reconnection: ReconnectionPolicy = ReconnectionPolicy()
 
     public init(
         audioSource: any AudioSource = TestSignalSource(), audioSink: any AudioSink = DiscardSink(),
@@ -88,6 +93,7 @@ public struct CallConfiguration: Sendable {
                 throw .invalidConfiguration("\(label) '\(server.address)' is not an IP literal (resolve names first)")
             }
         }
+        if let problem = reconnection.validate() { throw .invalidConfiguration("reconnection: \(problem)") }
         if let cname, cname.isEmpty || cname.utf8.count > 255 {
             throw .invalidConfiguration("cname must be 1…255 bytes")
         }

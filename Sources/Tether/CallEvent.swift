@@ -8,6 +8,9 @@ public enum CallEvent: Sendable {
     case error(TetherError)
     /// Periodic call statistics.
     case statistics(CallStatistics)
+    /// The peer stopped (`true`) or resumed (`false`) receiving what we send, while our inbound
+    /// media may be fine (one-way audio, seen in its RTCP reports).
+    case outboundMediaChanged(disrupted: Bool)
     /// ICE selected a candidate pair (local and remote `address:port` and candidate types).
     case candidatePairSelected(local: String, remote: String, localType: String, remoteType: String)
 }
@@ -20,9 +23,14 @@ public struct SessionDescriptionMessage: Sendable, Equatable {
     public var kind: Kind
     /// The SDP text (CRLF line endings).
     public var sdp: String
+    /// Whether this renegotiates a running call (an ICE restart offer or its answer, or a re-offer
+    /// such as hold). The initial offer and answer are also returned by `makeOffer()` and
+    /// `acceptOffer(_:)`; renegotiations only arrive here.
+    public var isRestart: Bool
 
-    public init(kind: Kind, sdp: String) {
+    public init(kind: Kind, sdp: String, isRestart: Bool = false) {
         self.kind = kind
         self.sdp = sdp
+        self.isRestart = isRestart
     }
 }

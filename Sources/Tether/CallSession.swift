@@ -15,9 +15,10 @@ import TetherRealtime
 ///
 /// The offerer is ICE-controlling (RFC 8445 §6.1.1).
 public actor CallSession {
-    /// Every event of the call, in order. Finishes after the `ended` state change.
+    /// Every event of the call, in order, from its creation. Finishes after the `ended` state
+    /// change. One consumer; more can follow the call with `subscribeToEvents()`.
     public nonisolated let events: AsyncStream<CallEvent>
-    private nonisolated let eventSink: AsyncStream<CallEvent>.Continuation
+    private nonisolated let eventSink = EventBroadcaster()
     private nonisolated let internalSink: AsyncStream<InternalEvent>.Continuation
     private nonisolated let stateBox = Mutex<CallState>(.new)
     private nonisolated let statisticsContext: Mutex<StatisticsContext>
@@ -36,6 +37,7 @@ public actor CallSession {
     private var localKeys: [UInt32: SRTPKeyMaterial] = [:]
     private var negotiated: NegotiatedAudio?
     private var startRequested = false
+    private var isMuted = false
     private var mediaRunning = false
     private var sourceRunning = false
     private var sinkRunning = false
@@ -43,6 +45,31 @@ public actor CallSession {
     private var gatherWaiters: [CheckedContinuation<[String]?, Never>] = []
     private var timers: [Task<Void, Never>] = []
     private var iceState: ICEComponentState = .disconnected
+    /// The reconnection core (sans-IO); this actor drives it with real instants.
+    private var machine: ReconnectStateMachine?
+    private var driverTask: Task<Void, Never>?
+    /// Instants already reported to the machine (monotonic nanoseconds).
+    private var fedArrival: UInt64 = 0
+    private var fedDecoded: UInt64 = 0
+    private var fedReport: UInt64 = 0
+    private var lastFedNow: UInt64 = 0
+    /// The machine's attempt number our outstanding restart offer belongs to.
+    private var offeredAttempt: Int?
+    /// o= session ID, kept for every renegotiation (RFC 3264 §8).
+    private let sdpSessionID = UInt64.random(in: 1...(UInt64(1) << 62))
+    /// o= version, bumped for every new description we send.
+    private var sdpSessionVersion: UInt64 = 1
+    /// Our outstanding offer is an ICE restart (not the initial offer).
+    private var restartOfferOutstanding = false
+    /// Restart offers made (ours) and answered (theirs), for statistics.
+    private var restartsOffered = 0
+    private var restartsAnswered = 0
+
+    /// A further stream of the call's events, from now on (for a second observer such as a UI
+    /// next to the signaling bridge). Finishes after the `ended` state change.
+    public nonisolated func subscribeToEvents() -> AsyncStream<CallEvent> {
+        eventSink.subscribe()
+    }
 
     /// The current state (readable from any thread).
     public nonisolated var state: CallState { stateBox.withLock { $0 } }
@@ -57,7 +84,7 @@ public actor CallSession {
         captureRing = SPSCRing(capacity: Self.powerOfTwo(atLeast: frameSamples * 8))
         playbackRing = SPSCRing(capacity: Self.powerOfTwo(atLeast: frameSamples * 4))
         cname = configuration.cname ?? "tether-\(UInt64.random(in: 0...UInt64.max))"
-        (events, eventSink) = AsyncStream.makeStream(of: CallEvent.self, bufferingPolicy: .unbounded)
+        events = eventSink.subscribe()
         let (internalEvents, internalSink) = AsyncStream.makeStream(of: InternalEvent.self, bufferingPolicy: .unbounded)
         self.internalSink = internalSink
         statisticsContext = Mutex(
@@ -109,6 +136,7 @@ public actor CallSession {
     /// Applies the peer's answer to our offer; ICE checks start and the call goes to `connecting`.
     /// - Throws: 3001 for malformed SDP, 3002 for an answer that does not fit the offer, 5002 without an offer.
     public func applyAnswer(_ sdp: String) async throws(TetherError) {
+        if negotiated != nil { return try applyRenegotiationAnswer(sdp) }
         guard let offer = localOffer, negotiated == nil, state == .new else {
             throw .invalidState("applyAnswer(_:) needs an outstanding offer; the call is \(state.name)")
         }
@@ -126,6 +154,7 @@ public actor CallSession {
     /// ICE checks start and the call goes to `connecting`.
     /// - Throws: 3001 for malformed SDP, 3002 for an offer Tether cannot use, 5002 when not new.
     public func acceptOffer(_ sdp: String) async throws(TetherError) -> String {
+        if negotiated != nil { return try await acceptRenegotiationOffer(sdp) }
         guard state == .new, localOffer == nil, transport == nil else {
             throw .invalidState("acceptOffer(_:) needs a new session; the call is \(state.name)")
         }
@@ -150,6 +179,177 @@ public actor CallSession {
         let text = answer.serialized()
         eventSink.yield(.localDescription(SessionDescriptionMessage(kind: .answer, sdp: text)))
         return text
+    }
+
+    // MARK: Renegotiation (ICE restarts, hold)
+
+    /// Starts an ICE restart by offer. Glare rule: the ICE-controlling side (the original
+    /// offerer) offers restarts; the controlled side offers only after its own network changed
+    /// (it needs to send new candidates), and when both offers cross, the controlling side's wins:
+    /// the controlled side drops its own and answers, the controlling side refuses the other with
+    /// error 5003. Media keeps flowing on the old pair meanwhile, and SRTP keys and counters are
+    /// kept (the same a=crypto line is offered again).
+    /// - Returns: whether an offer was sent.
+    @discardableResult
+    func startICERestart(regather: Bool) async -> Bool {
+        guard let negotiated, let transport, !state.isEnded, state != .ending else { return false }
+        let controlling = transport.configuration.controlling
+        if !controlling && !regather { return false }  // wait for the controlling side's offer
+        let candidates: [String]
+        if regather {
+            gathered = nil
+            transport.regather()
+            let timeout = Task { [weak self] in
+                guard (try? await Task.sleep(for: .seconds(10))) != nil else { return }
+                await self?.gatheringTimedOut()
+            }
+            let fresh = await waitForGathering()
+            timeout.cancel()
+            guard let fresh, !state.isEnded else { return false }
+            candidates = fresh
+        } else {
+            guard let r = transport.restart() else { return false }
+            candidates = r.candidates
+        }
+        sdpSessionVersion += 1
+        let offer = AudioOfferAnswer.makeOffer(localParameters(candidates: candidates, crypto: [negotiated.localCrypto]))
+        localOffer = offer
+        restartOfferOutstanding = true
+        restartsOffered += 1
+        eventSink.yield(.localDescription(SessionDescriptionMessage(kind: .offer, sdp: offer.serialized(), isRestart: true)))
+        return true
+    }
+
+    /// The peer's answer to our restart offer.
+    private func applyRenegotiationAnswer(_ sdp: String) throws(TetherError) {
+        guard let offer = localOffer, restartOfferOutstanding, let current = negotiated, let transport else {
+            throw .invalidState("applyAnswer(_:) without an outstanding restart offer; the call is \(state.name)")
+        }
+        let answer = try Self.parse(sdp)
+        let result: NegotiatedAudio
+        do throws(SDPError) {
+            result = try AudioOfferAnswer.processAnswer(answer, to: offer)
+        } catch {
+            throw Self.negotiationError(error)
+        }
+        try Self.checkKeysKept(current: current, new: result)
+        if let attempt = offeredAttempt, var m = machine {
+            let actions = m.handle(.renewalAnswered(attempt: attempt), now: instantNow())
+            machine = m
+            perform(actions)
+            if actions.contains(.discardRenewalAnswer(attempt: attempt)) { return }
+        }
+        do throws(ICETransportError) {
+            try transport.setRemote(
+                ufrag: result.remoteICEUfrag, password: result.remoteICEPwd,
+                candidates: result.remoteCandidates.filter { $0.transport.isUDP }.map { $0.serialized() })
+        } catch {
+            throw TetherError(
+                code: .incompatibleSessionDescription, isTerminal: false, canRetry: false,
+                message: "ICE refused the peer's restart answer: \(error)", cause: error)
+        }
+        localOffer = nil
+        restartOfferOutstanding = false
+        adopt(result)
+    }
+
+    /// A re-offer from the peer: an ICE restart (new ICE credentials) and/or a direction change.
+    private func acceptRenegotiationOffer(_ sdp: String) async throws(TetherError) -> String {
+        guard let current = negotiated, let transport, !state.isEnded, state != .ending else {
+            throw .invalidState("acceptOffer(_:) on a call that is \(state.name)")
+        }
+        if restartOfferOutstanding {
+            if transport.configuration.controlling {
+                throw TetherError(
+                    code: .renegotiationConflict, isTerminal: false, canRetry: true,
+                    message: "both sides offered at once; the controlling side's restart offer wins, answer it instead")
+            }
+            localOffer = nil  // glare: the controlling side's offer wins; ours is dropped
+            restartOfferOutstanding = false
+        }
+        let offer = try Self.parse(sdp)
+        let remoteUfrag = offer.media.first { $0.media == "audio" }?.iceUfrag ?? offer.iceUfrag
+        let isICERestart = remoteUfrag != current.remoteICEUfrag
+        var candidates: [String] = gathered ?? []
+        if isICERestart {
+            var regather = false
+            if var m = machine {
+                let actions = m.handle(.peerRenewalOffer, now: instantNow())
+                machine = m
+                perform(actions)
+                if actions.contains(.declineRenewalOffer) {
+                    throw TetherError(
+                        code: .renegotiationConflict, isTerminal: false, canRetry: true,
+                        message: "both sides offered at once; this side's restart offer wins, answer it instead")
+                }
+                regather = actions.contains(.answerRenewalOffer(regatherCandidates: true))
+            }
+            if regather {
+                gathered = nil
+                transport.regather()
+                let timeout = Task { [weak self] in
+                    guard (try? await Task.sleep(for: .seconds(10))) != nil else { return }
+                    await self?.gatheringTimedOut()
+                }
+                let fresh = await waitForGathering()
+                timeout.cancel()
+                guard let fresh, !state.isEnded else { throw .invalidState("the call ended while ICE was gathering") }
+                candidates = fresh
+            } else if let r = transport.restart() {
+                candidates = r.candidates
+            }
+        }
+        sdpSessionVersion += 1
+        let (answer, result): (SessionDescription, NegotiatedAudio)
+        do throws(SDPError) {
+            (answer, result) = try AudioOfferAnswer.makeAnswer(
+                to: offer, local: localParameters(candidates: candidates, crypto: [current.localCrypto]))
+        } catch {
+            throw Self.negotiationError(error)
+        }
+        try Self.checkKeysKept(current: current, new: result)
+        if isICERestart {
+            do throws(ICETransportError) {
+                try transport.setRemote(
+                    ufrag: result.remoteICEUfrag, password: result.remoteICEPwd,
+                    candidates: result.remoteCandidates.filter { $0.transport.isUDP }.map { $0.serialized() })
+            } catch {
+                throw TetherError(
+                    code: .incompatibleSessionDescription, isTerminal: false, canRetry: false,
+                    message: "ICE refused the peer's restart offer: \(error)", cause: error)
+            }
+            restartsAnswered += 1
+        }
+        adopt(result)
+        let text = answer.serialized()
+        eventSink.yield(.localDescription(SessionDescriptionMessage(kind: .answer, sdp: text, isRestart: true)))
+        return text
+    }
+
+    /// SRTP state is kept across renegotiations: the same keys both ways.
+    private static func checkKeysKept(current: NegotiatedAudio, new: NegotiatedAudio) throws(TetherError) {
+        guard new.cryptoSuite == current.cryptoSuite, new.remoteCrypto.keyAndSalt == current.remoteCrypto.keyAndSalt,
+            new.localCrypto.keyAndSalt == current.localCrypto.keyAndSalt
+        else {
+            throw TetherError(
+                code: .incompatibleSessionDescription, isTerminal: false, canRetry: false,
+                message: "a renegotiation changed the SRTP keys or suite; Tether keeps SRTP state across restarts (no re-keying)")
+        }
+    }
+
+    /// Takes a renegotiated description's direction and credentials as current.
+    private func adopt(_ result: NegotiatedAudio) {
+        negotiated = result
+        media?.sendsMedia.store(result.direction.isSending, ordering: .relaxed)
+        feed(.peerSendsMedia(result.remoteDirection.isSending))
+        feed(.weSendMedia(result.direction.isSending))
+    }
+
+    /// Mutes or unmutes the microphone. Packets keep flowing (silence is encoded), so neither
+    /// side's media-loss detector fires.
+    public func setMuted(_ muted: Bool) {
+        isMuted = muted
+        media?.muted.store(muted, ordering: .relaxed)
     }
 
     /// Lets media flow: opens the audio source and sink and starts the media loop as soon as
@@ -199,7 +399,7 @@ public actor CallSession {
             latePackets: c.latePackets, captureOverruns: source.overruns, playbackUnderruns: sink.underruns,
             mediaThreadScheduling: context.media?.scheduling.rawValue ?? ThreadScheduling.notStarted.rawValue,
             localAddress: context.localAddress, remoteAddress: context.remoteAddress,
-            durationSeconds: Double(MonotonicClock.nanoseconds() - createdAtNanoseconds) / 1e9)
+            durationSeconds: Double(MonotonicClock.nanoseconds() - createdAtNanoseconds) / 1e9, recovery: context.recovery)
     }
 
     // MARK: Internals
@@ -255,7 +455,7 @@ public actor CallSession {
         let (ufrag, pwd) = checkOnly ? ("tether", "tethertethertethertether") : transport?.localCredentials() ?? ("", "")
         let opus = configuration.opus
         return LocalAudioParameters(
-            sessionID: UInt64.random(in: 1...(UInt64(1) << 62)), originAddress: configuration.localAddresses.first ?? parsed.first?.address ?? "0.0.0.0",
+            sessionID: sdpSessionID, sessionVersion: sdpSessionVersion, originAddress: configuration.localAddresses.first ?? parsed.first?.address ?? "0.0.0.0",
             opusParameters: OpusParameters(
                 maxAverageBitrateBitsPerSecond: UInt32(opus.bitrateBitsPerSecond), minPtimeMilliseconds: 10,
                 useInbandFEC: opus.inBandFEC, useDTX: opus.discontinuousTransmission),
@@ -282,9 +482,7 @@ public actor CallSession {
             guard (try? await Task.sleep(for: .seconds(10))) != nil else { return }
             await self?.gatheringTimedOut()
         }
-        let candidates = await withCheckedContinuation { (c: CheckedContinuation<[String]?, Never>) in
-            if let gathered { c.resume(returning: gathered) } else { gatherWaiters.append(c) }
-        }
+        let candidates = await waitForGathering()
         timeout.cancel()
         guard !state.isEnded else { throw .invalidState("the call ended while ICE was gathering") }
         guard let candidates, !candidates.isEmpty else {
@@ -293,6 +491,13 @@ public actor CallSession {
                 message: "ICE gathered no local candidate (local addresses: \(configuration.localAddresses))")
         }
         return candidates
+    }
+
+    /// Waits for the current gathering to finish (candidates), or nil on time-out or hang-up.
+    private func waitForGathering() async -> [String]? {
+        await withCheckedContinuation { (c: CheckedContinuation<[String]?, Never>) in
+            if let gathered { c.resume(returning: gathered) } else { gatherWaiters.append(c) }
+        }
     }
 
     private func gatheringTimedOut() {
@@ -346,6 +551,12 @@ public actor CallSession {
         let loop = MediaLoop(setup)
         media = loop
         negotiated = result
+        var m = ReconnectStateMachine(
+            policy: configuration.reconnection, glareRole: transport.configuration.controlling ? .keepsOwnOffer : .yieldsToPeer)
+        let now = instantNow()
+        _ = m.handle(.peerSendsMedia(result.remoteDirection.isSending), now: now)
+        _ = m.handle(.weSendMedia(result.direction.isSending), now: now)
+        machine = m
         statisticsContext.withLock {
             $0.media = loop
             $0.payloadType = Int(result.opusPayloadType)
@@ -405,15 +616,155 @@ public actor CallSession {
                 guard (try? await Task.sleep(for: .seconds(timeoutSeconds))) != nil else { return }
                 await self?.connectTimedOut()
             })
-        establishIfSendOnly()
+        if isMuted { media.muted.store(true, ordering: .relaxed) }
+        feed(.mediaStarted)
+        driverTask = Task { [weak self] in
+            while !Task.isCancelled {
+                guard let self, let delay = await self.drive() else { return }
+                guard (try? await Task.sleep(for: .nanoseconds(delay))) != nil else { return }
+            }
+        }
     }
 
-    /// A side that receives nothing by negotiation (the peer is recvonly or inactive) has no first
-    /// decoded frame to wait for: a working ICE path with media started is as far as it can see.
-    private func establishIfSendOnly() {
-        if iceState == .ready, state == .connecting, mediaRunning, let negotiated, !negotiated.direction.isReceiving {
-            transition(to: .established)
+    // MARK: Reconnection driver
+
+    private func instantNow() -> MonotonicInstant {
+        // Never report an instant earlier than one already reported (arrivals are published late).
+        lastFedNow = max(lastFedNow, MonotonicClock.nanoseconds())
+        return MonotonicInstant(nanoseconds: lastFedNow)
+    }
+
+    private func instant(_ nanoseconds: UInt64) -> MonotonicInstant {
+        lastFedNow = max(lastFedNow, nanoseconds)
+        return MonotonicInstant(nanoseconds: lastFedNow)
+    }
+
+    /// Feeds one input to the machine and carries out its actions.
+    private func feed(_ input: ReconnectStateMachine.Input, at when: MonotonicInstant? = nil) {
+        guard var m = machine else { return }
+        let actions = m.handle(input, now: when ?? instantNow())
+        machine = m
+        perform(actions)
+    }
+
+    /// One pass of the driver: report what the media loop saw since the last pass, fire due
+    /// deadlines. Returns how long to sleep (nanoseconds), or nil to stop.
+    private func drive() -> UInt64? {
+        guard machine != nil, let media, !state.isEnded else { return nil }
+        let c = media.counters.read()
+        if c.lastMediaArrivalNanoseconds > fedArrival {
+            fedArrival = c.lastMediaArrivalNanoseconds
+            feed(.inboundPacket, at: instant(fedArrival))
         }
+        if c.peerReportArrivalNanoseconds > fedReport {
+            fedReport = c.peerReportArrivalNanoseconds
+            feed(.peerReport(extendedHighestSequence: c.peerReportedHighestSequence), at: instant(fedReport))
+        }
+        if c.lastDecodedNanoseconds > fedDecoded {
+            fedDecoded = c.lastDecodedNanoseconds
+            feed(.mediaDecoded, at: instant(fedDecoded))
+        }
+        feed(.tick)
+        publishRecovery()
+        guard let m = machine, !state.isEnded else { return nil }
+        // Wake at the machine's deadline, and at least every 20 ms to read the media counters.
+        let now = MonotonicClock.nanoseconds()
+        var delay: UInt64 = 20_000_000
+        if let d = m.nextDeadline() { delay = min(delay, d.nanoseconds > now ? d.nanoseconds - now : 0) }
+        return max(delay, 1_000_000)
+    }
+
+    private func perform(_ actions: [ReconnectStateMachine.Action]) {
+        for action in actions {
+            switch action {
+            case .changeState(let to):
+                switch to {
+                case .established, .mediaDisrupted, .renewingMedia:
+                    if let s = Self.callState(to), state != s, !state.isEnded, state != .ending { transition(to: s) }
+                case .idle, .connecting, .ended:
+                    break  // set-up and endings are the session's own transitions
+                }
+            case .restartICE(let attempt, let regather):
+                Task { [weak self] in await self?.beginRenewal(attempt: attempt, regather: regather) }
+            case .abandonAttempt:
+                break  // a late answer to it may still be applied (the machine decides)
+            case .outboundDisruption(let started):
+                statisticsContext.withLock {
+                    $0.recovery.outboundDisrupted = started
+                    if started { $0.recovery.outboundDisruptions += 1 }
+                }
+                eventSink.yield(.outboundMediaChanged(disrupted: started))
+            case .giveUp:
+                let seconds = configuration.reconnection.giveUpSeconds
+                let error = TetherError(
+                    code: .mediaTimeout, isTerminal: true, canRetry: true,
+                    message: "no media for \(seconds) s despite reconnection attempts; the call was given up")
+                eventSink.yield(.error(error))
+                finish(CallTerminationReason(cause: .mediaTimeout, error: error), sendBye: false)
+            case .applyRenewalAnswer, .discardRenewalAnswer, .answerRenewalOffer, .declineRenewalOffer:
+                break  // handled where the description is processed
+            }
+        }
+    }
+
+    private static func callState(_ s: ReconnectStateMachine.State) -> CallState? {
+        switch s {
+        case .established: .established
+        case .mediaDisrupted: .mediaDisrupted
+        case .renewingMedia: .renewingMedia
+        default: nil
+        }
+    }
+
+    private func beginRenewal(attempt: Int, regather: Bool) async {
+        guard !state.isEnded else { return }
+        if await startICERestart(regather: regather) {
+            offeredAttempt = attempt
+            feed(.renewalStarted(attempt: attempt))
+        }
+    }
+
+    /// Copies the machine's recovery timeline into the statistics (seconds since creation).
+    private func publishRecovery() {
+        guard let m = machine else { return }
+        let origin = createdAtNanoseconds
+        func seconds(_ i: MonotonicInstant) -> Double { (Double(i.nanoseconds) - Double(origin)) / 1e9 }
+        let disruptions = m.timeline.records.map { r in
+            CallRecovery.Disruption(
+                startSeconds: seconds(r.start), endSeconds: r.end.map(seconds), cause: Self.describe(r.cause),
+                attempts: r.attempts, outcome: r.outcome.map(Self.describe))
+        }
+        let total = m.timeline.totalDisruptedSeconds(now: MonotonicInstant(nanoseconds: MonotonicClock.nanoseconds()))
+        let offered = restartsOffered
+        let answered = restartsAnswered
+        statisticsContext.withLock {
+            $0.recovery.disruptions = disruptions
+            $0.recovery.totalDisruptedSeconds = total
+            $0.recovery.restartsOffered = offered
+            $0.recovery.restartsAnswered = answered
+        }
+    }
+
+    private static func describe(_ c: RecoveryTimeline.Cause) -> String {
+        switch c {
+        case .inboundSilence: "media silence"
+        case .localNetworkChange: "local network change"
+        case .outboundStall: "peer stopped receiving"
+        }
+    }
+
+    private static func describe(_ o: RecoveryTimeline.Outcome) -> String {
+        switch o {
+        case .mediaResumedWithoutRenewal: "media resumed"
+        case .renewed(let n): "renewed after \(n) attempt\(n == 1 ? "" : "s")"
+        case .gaveUp: "gave up"
+        case .hungUpDuring: "hung up"
+        }
+    }
+
+    /// The local network changed (from the monitor): renew with fresh candidates.
+    func localNetworkChanged() {
+        feed(.localNetworkChanged)
     }
 
     private func emitStatistics() {
@@ -441,7 +792,8 @@ public actor CallSession {
             // A side that receives nothing by negotiation (the peer is recvonly or inactive) has
             // no first decoded frame to wait for: a working ICE path is as far as it can see.
             iceState = s
-            establishIfSendOnly()
+            if s == .failed && (state == .established || state == .mediaDisrupted || state == .renewingMedia) { feed(.iceFailed) }
+            if s == .ready { feed(.iceConnected) }
             if s == .failed && state == .connecting {
                 let error = TetherError(
                     code: .iceConnectionFailed, isTerminal: true, canRetry: true,
@@ -456,7 +808,7 @@ public actor CallSession {
             }
             eventSink.yield(.candidatePairSelected(local: local, remote: remote, localType: lt, remoteType: rt))
         case .media(.firstMediaDecoded):
-            if state == .connecting { transition(to: .established) }
+            feed(.mediaDecoded)
         case .media(.byeReceived):
             if !state.isEnded && state != .ending {
                 finish(CallTerminationReason(cause: .remoteHangup), sendBye: false)
@@ -478,6 +830,9 @@ public actor CallSession {
     /// Releases everything and moves to `ended(reason)`.
     private func finish(_ reason: CallTerminationReason, sendBye: Bool) {
         guard !state.isEnded else { return }
+        if reason.cause != .mediaTimeout { feed(.hangUp) }
+        publishRecovery()
+        driverTask?.cancel()
         for t in timers { t.cancel() }
         timers = []
         if sourceRunning { configuration.audioSource.stop() }
@@ -511,4 +866,5 @@ struct StatisticsContext {
     var media: MediaLoop?
     var localAddress = ""
     var remoteAddress = ""
+    var recovery = CallRecovery()
 }

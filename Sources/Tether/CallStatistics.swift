@@ -90,6 +90,10 @@ public struct CallStatistics: Sendable, Equatable {
     /// Seconds since the session was created.
     public var durationSeconds: Double
 
+    // MARK: Recovery
+    /// Every disruption, the restarts made and how each ended.
+    public var recovery: CallRecovery
+
     /// Fraction of the packets the peer sent that we received, 0…1 (1 when nothing was expected).
     public var deliveryRatio: Double {
         let expected = packetsReceived + max(0, packetsLost)
@@ -126,4 +130,10 @@ struct MediaCounters: BitwiseCopyable {
     var latePackets = 0
     /// Monotonic instant of the last valid RTP or RTCP packet, 0 before any.
     var lastMediaArrivalNanoseconds: UInt64 = 0
+    /// Monotonic instant of the last frame decoded from a real packet, 0 before any.
+    var lastDecodedNanoseconds: UInt64 = 0
+    /// The peer's latest report about our stream: its extended highest sequence received.
+    var peerReportedHighestSequence: UInt32 = 0
+    /// Monotonic arrival instant of that report, 0 before any.
+    var peerReportArrivalNanoseconds: UInt64 = 0
 }

@@ -43,6 +43,11 @@ final class MediaLoop: @unchecked Sendable {
     }
 
     let counters = SeqlockCell(MediaCounters())
+    /// Whether the negotiated direction lets us send RTP; changed by re-offers (hold/resume).
+    /// Relaxed: a flag read once per frame, it guards no other data.
+    let sendsMedia: Atomic<Bool>
+    /// Whether the microphone is muted (silence is sent instead). Relaxed, as above.
+    let muted = Atomic<Bool>(false)
     /// Our SSRC (random).
     let localSSRC: UInt32
 
@@ -82,6 +87,7 @@ final class MediaLoop: @unchecked Sendable {
 
     init(_ setup: Setup) {
         self.setup = setup
+        sendsMedia = Atomic(setup.sendsMedia)
         frameSamples = setup.encoder.configuration.samplesPerFrame
         frameNanoseconds = UInt64(setup.encoder.configuration.frameDurationMilliseconds) * 1_000_000
         pcm = .allocate(capacity: frameSamples)
@@ -263,9 +269,9 @@ final class MediaLoop: @unchecked Sendable {
             case .senderReport(_, let info, let blocks):
                 lastSenderReportMiddle32 = info.ntpMiddle32
                 lastSenderReportArrivalNanoseconds = arrivalNanoseconds
-                absorb(blocks, arrivalNTPMiddle32: arrivalNTP)
+                absorb(blocks, arrivalNTPMiddle32: arrivalNTP, reportArrivalNanoseconds: arrivalNanoseconds)
             case .receiverReport(_, let blocks):
-                absorb(blocks, arrivalNTPMiddle32: arrivalNTP)
+                absorb(blocks, arrivalNTPMiddle32: arrivalNTP, reportArrivalNanoseconds: arrivalNanoseconds)
             case .bye:
                 if !byeAnnounced {
                     byeAnnounced = true
@@ -278,8 +284,10 @@ final class MediaLoop: @unchecked Sendable {
     }
 
     /// Takes the peer's view of our stream from the report blocks about our SSRC.
-    private func absorb(_ blocks: RTCPReportBlocks, arrivalNTPMiddle32: UInt32) {
+    private func absorb(_ blocks: RTCPReportBlocks, arrivalNTPMiddle32: UInt32, reportArrivalNanoseconds: UInt64) {
         for block in blocks where block.ssrc == localSSRC {
+            stats.peerReportedHighestSequence = block.extendedHighestSequence
+            stats.peerReportArrivalNanoseconds = reportArrivalNanoseconds
             stats.remotePacketsLost = Int(block.cumulativeLost)
             stats.remoteFractionLost = Double(block.fractionLost) / 256
             stats.remoteJitterMilliseconds = Double(block.interarrivalJitter) / 48
@@ -298,7 +306,10 @@ final class MediaLoop: @unchecked Sendable {
         let header = RTPHeader.fixedHeaderLength
         while setup.captureRing.readAll(into: pcm) {
             // On hold (sendonly from the peer's side / inactive): keep the clock, send nothing.
-            guard setup.sendsMedia else {
+            // Muted: the microphone's frame is replaced by silence, so packets (and the peer's
+            // liveness view of us) keep flowing.
+            if muted.load(ordering: .relaxed) { pcm.update(repeating: 0) }
+            guard sendsMedia.load(ordering: .relaxed) else {
                 rtpTimestamp &+= UInt32(frameSamples)
                 lastFrameWasDTX = true
                 continue
@@ -409,6 +420,7 @@ final class MediaLoop: @unchecked Sendable {
             do throws(OpusCodecError) {
                 _ = try setup.decoder.decode(payload, into: pcm)
                 stats.framesDecoded += 1
+                stats.lastDecodedNanoseconds = now
                 if !announcedFirstMedia {
                     announcedFirstMedia = true
                     setup.notify(.firstMediaDecoded)

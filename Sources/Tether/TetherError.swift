@@ -47,6 +47,8 @@ public struct TetherError: Error, Sendable, CustomStringConvertible, Equatable {
         public static let invalidConfiguration = Code(rawValue: 5001)
         /// The call is not in a state that allows this operation.
         public static let invalidState = Code(rawValue: 5002)
+        /// Both sides offered a renegotiation at once; the controlling side's offer wins (answer it).
+        public static let renegotiationConflict = Code(rawValue: 5003)
 
         // MARK: 9xxx internal
         /// A system resource (thread, descriptor) could not be obtained.

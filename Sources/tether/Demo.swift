@@ -98,6 +98,8 @@ final class Timeline: Sendable {
                 note(side, "ICE pair \(local) (\(lt)) ⇄ \(remote) (\(rt))")
             case .error(let error):
                 note(side, "error: \(error)")
+            case .outboundMediaChanged(let disrupted):
+                note(side, disrupted ? "the peer stopped receiving our media" : "the peer receives our media again")
             case .localDescription, .statistics:
                 break
             }

@@ -1,0 +1,124 @@
+/// Timers and limits of call reconnection, shared by ``MediaLivenessDetector`` and
+/// ``ReconnectStateMachine``.
+///
+/// Every duration is in seconds and measured from real events the caller reports (packet
+/// arrivals, decoded frames, ICE and signalling events), never from a clock the core reads.
+/// Check a policy with ``validate()`` before handing it to the machine (which traps on an
+/// invalid policy).
+public struct ReconnectionPolicy: Sendable, Equatable {
+    /// Inbound silence, in seconds, after which media counts as disrupted while the peer is
+    /// supposed to send media: no RTP or RTCP packet from the peer for this long.
+    /// Our own mute and the peer's DTX never trip it, because packets keep flowing (Opus DTX
+    /// still sends a frame at least every 0.4 s).
+    public var disruptionThresholdSeconds: Double
+    /// Inbound silence, in seconds, after which media counts as disrupted while the peer is not
+    /// supposed to send media (on hold: its direction is recvonly or inactive). Only RTCP is
+    /// expected then, every 2.5–5 s, and RTCP alone keeps the call alive.
+    public var onHoldDisruptionThresholdSeconds: Double
+    /// How long, in seconds, media must stay disrupted after entering `mediaDisrupted` before an
+    /// ICE restart is started (ICE failure and local network changes start one at once).
+    public var renewalDelaySeconds: Double
+    /// How long, in seconds, one renewal attempt may take to bring decoded media back before it
+    /// is abandoned (measured from the instant the machine asks for the restart).
+    public var renewalAttemptTimeoutSeconds: Double
+    /// Pause, in seconds, between the end of the first failed attempt and the next attempt.
+    public var firstRetryDelaySeconds: Double
+    /// Factor (dimensionless, at least 1) applied to the pause after each further failed attempt.
+    public var retryDelayMultiplier: Double
+    /// Upper bound, in seconds, of the pause between attempts.
+    public var maximumRetryDelaySeconds: Double
+    /// Budget, in seconds, from the start of a disruption (the last inbound packet before the
+    /// silence) to giving up and ending the call with a retryable media-timeout error.
+    public var giveUpSeconds: Double
+    /// Minimum span, in seconds, of peer receiver reports showing no progress on our stream
+    /// before outbound media counts as disrupted (one-way audio).
+    public var outboundStallSeconds: Double
+    /// Minimum number of consecutive peer receiver reports (the first included) carrying the
+    /// same extended highest sequence number before outbound media counts as disrupted.
+    public var outboundStallReports: Int
+
+    /// Creates a policy; every parameter has the documented Tether default.
+    public init(
+        disruptionThresholdSeconds: Double = 1.0,
+        onHoldDisruptionThresholdSeconds: Double = 12.0,
+        renewalDelaySeconds: Double = 2.0,
+        renewalAttemptTimeoutSeconds: Double = 6.0,
+        firstRetryDelaySeconds: Double = 1.0,
+        retryDelayMultiplier: Double = 2.0,
+        maximumRetryDelaySeconds: Double = 8.0,
+        giveUpSeconds: Double = 50.0,
+        outboundStallSeconds: Double = 4.0,
+        outboundStallReports: Int = 2
+    ) {
+        self.disruptionThresholdSeconds = disruptionThresholdSeconds
+        self.onHoldDisruptionThresholdSeconds = onHoldDisruptionThresholdSeconds
+        self.renewalDelaySeconds = renewalDelaySeconds
+        self.renewalAttemptTimeoutSeconds = renewalAttemptTimeoutSeconds
+        self.firstRetryDelaySeconds = firstRetryDelaySeconds
+        self.retryDelayMultiplier = retryDelayMultiplier
+        self.maximumRetryDelaySeconds = maximumRetryDelaySeconds
+        self.giveUpSeconds = giveUpSeconds
+        self.outboundStallSeconds = outboundStallSeconds
+        self.outboundStallReports = outboundStallReports
+    }
+
+    /// Longest duration accepted for any setting, in seconds (one day).
+    public static let maximumDurationSeconds: Double = 86_400
+
+    /// Describes the first problem with this policy, or returns `nil` when it is usable.
+    ///
+    /// Rules: every duration is finite and at most ``maximumDurationSeconds``; the thresholds,
+    /// the attempt timeout, the first retry pause, the outbound stall span and the give-up budget
+    /// are positive (the renewal delay may be 0); the multiplier is at least 1; the first retry
+    /// pause is not above the maximum; both disruption thresholds are shorter than the give-up
+    /// budget; and at least 2 reports are needed to call outbound media stalled.
+    public func validate() -> String? {
+        let durations: [(String, Double)] = [
+            ("disruptionThresholdSeconds", disruptionThresholdSeconds),
+            ("onHoldDisruptionThresholdSeconds", onHoldDisruptionThresholdSeconds),
+            ("renewalDelaySeconds", renewalDelaySeconds),
+            ("renewalAttemptTimeoutSeconds", renewalAttemptTimeoutSeconds),
+            ("firstRetryDelaySeconds", firstRetryDelaySeconds),
+            ("maximumRetryDelaySeconds", maximumRetryDelaySeconds),
+            ("giveUpSeconds", giveUpSeconds),
+            ("outboundStallSeconds", outboundStallSeconds),
+        ]
+        for (name, value) in durations {
+            guard value.isFinite, value >= 0, value <= Self.maximumDurationSeconds else {
+                return "\(name) must be between 0 and \(Self.maximumDurationSeconds) seconds (got \(value))"
+            }
+            if value == 0 && name != "renewalDelaySeconds" {
+                return "\(name) must be positive"
+            }
+        }
+        guard retryDelayMultiplier.isFinite, retryDelayMultiplier >= 1 else {
+            return "retryDelayMultiplier must be at least 1 (got \(retryDelayMultiplier))"
+        }
+        guard firstRetryDelaySeconds <= maximumRetryDelaySeconds else {
+            return "firstRetryDelaySeconds (\(firstRetryDelaySeconds)) must not exceed maximumRetryDelaySeconds (\(maximumRetryDelaySeconds))"
+        }
+        guard disruptionThresholdSeconds < giveUpSeconds else {
+            return "disruptionThresholdSeconds (\(disruptionThresholdSeconds)) must be shorter than giveUpSeconds (\(giveUpSeconds))"
+        }
+        guard onHoldDisruptionThresholdSeconds < giveUpSeconds else {
+            return "onHoldDisruptionThresholdSeconds (\(onHoldDisruptionThresholdSeconds)) must be shorter than giveUpSeconds (\(giveUpSeconds))"
+        }
+        guard outboundStallReports >= 2 else {
+            return "outboundStallReports must be at least 2 (got \(outboundStallReports))"
+        }
+        return nil
+    }
+
+    /// The pause, in seconds, after renewal attempt number `attempt` (1-based) has failed:
+    /// `firstRetryDelaySeconds × retryDelayMultiplier^(attempt − 1)`, capped at
+    /// `maximumRetryDelaySeconds`. With the defaults: 1, 2, 4, 8, 8, … s.
+    public func retryDelaySeconds(afterAttempt attempt: Int) -> Double {
+        var delay = firstRetryDelaySeconds
+        var step = 1
+        while step < attempt && delay < maximumRetryDelaySeconds {
+            delay *= retryDelayMultiplier
+            step += 1
+        }
+        return min(delay, maximumRetryDelaySeconds)
+    }
+}

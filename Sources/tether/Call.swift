@@ -1,0 +1,301 @@
+import ArgumentParser
+import Foundation
+import Tether
+
+/// `tether call`: one side of a call as a process; signaling travels as JSON lines on stdin/stdout.
+struct Call: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "One side of a call. Signaling and reports are JSON lines on stdout; commands and the peer's lines on stdin.",
+        discussion: """
+            Every line printed on stdout is one JSON object with a "type" field. Deliver every line verbatim
+            to the peer's stdin (by any transport); each side ignores the types it does not use.
+
+            Printed: {"type":"offer","sdp":…,"restart":bool}  {"type":"answer","sdp":…,"restart":bool}
+                     {"type":"state","state":"established","seconds":1.234[,"cause":…,"causeCode":…,"sipCode":…]}
+                     {"type":"error","code":1004,"terminal":true,"retryable":true,"message":…}
+                     {"type":"statistics",…}  {"type":"pair","local":…,"remote":…}
+            Read:    the peer's "offer" and "answer" lines; {"type":"hangup"} (or the word hangup),
+                     {"type":"mute"} / {"type":"unmute"} (or the words); end of input hangs up.
+            Human-readable logs go to stderr.
+
+            Exit codes: 0 the call ended by a hang-up (either side); 1 bad usage or configuration;
+            2 negotiation failed (a description was malformed or incompatible); 3 media timeout (gave up
+            after the reconnection budget); 4 the call never connected (ICE failure or set-up timeout);
+            5 another terminal error.
+            """)
+
+    @Option(help: "offer (sends the first offer; ICE-controlling) or answer (waits for an offer on stdin).")
+    var role: Role
+
+    @Option(help: "Audio in: tone[:HERTZ[:DBFS]] or wav:PATH.")
+    var input: String = "tone:440:-12"
+
+    @Option(help: "Audio out: discard or wav:PATH.")
+    var output: String = "discard"
+
+    @Option(name: .customLong("local-address"), help: "Local IP address for host candidates (repeatable; default: every interface but loopback).")
+    var localAddresses: [String] = []
+
+    @Option(help: "STUN server as IP:PORT.")
+    var stun: String?
+
+    @Option(help: "TURN (UDP) server as IP:PORT:USERNAME:PASSWORD.")
+    var turn: String?
+
+    @Option(help: "Opus frame duration in milliseconds (10, 20, 40, 60).")
+    var ptime: Int = 20
+
+    @Option(help: "Seconds without media before the call is reported disrupted.")
+    var disruptionThreshold: Double = 1.0
+
+    @Option(help: "Further seconds of disruption before an ICE restart.")
+    var renewalDelay: Double = 2.0
+
+    @Option(help: "Seconds after media stopped before the call gives up.")
+    var giveUp: Double = 50
+
+    @Option(help: "Seconds between statistics lines (0: none).")
+    var statisticsInterval: Double = 1
+
+    @Option(help: "Hang up after this many seconds (default: run until hangup).")
+    var duration: Double?
+
+    enum Role: String, ExpressibleByArgument, Sendable { case offer, answer }
+
+    func run() async throws {
+        let output = JSONLineWriter()
+        let configuration: CallConfiguration
+        do {
+            configuration = try makeConfiguration()
+        } catch {
+            Log.error("\(error)")
+            throw ExitCode(1)
+        }
+        let session: CallSession
+        do {
+            session = try CallSession(configuration: configuration)
+        } catch {
+            Log.error("\(error)")
+            output.write(["type": "error", "code": error.code.rawValue, "terminal": true, "retryable": error.canRetry, "message": error.message])
+            throw ExitCode(1)
+        }
+        let outcome = CallOutcome()
+        let reporter = Task { await Self.report(session.events, to: output, outcome: outcome) }
+        try await session.start()
+        if role == .offer {
+            do {
+                _ = try await session.makeOffer()  // printed through the events stream
+            } catch {
+                Log.error("offer failed: \(error)")
+                await session.hangUp()
+            }
+        }
+        let input = Task { await Self.readCommands(into: session, outcome: outcome) }
+        if let duration {
+            Task {
+                try? await Task.sleep(for: .seconds(duration))
+                await session.hangUp()
+            }
+        }
+        await reporter.value
+        input.cancel()
+        throw ExitCode(outcome.exitCode)
+    }
+
+    func makeConfiguration() throws -> CallConfiguration {
+        var c = CallConfiguration()
+        c.audioSource = try AudioEndpointSpec.source(input)
+        c.audioSink = try AudioEndpointSpec.sink(output)
+        c.opus = OpusSettings(frameDurationMilliseconds: ptime)
+        c.localAddresses = localAddresses
+        c.statisticsIntervalSeconds = statisticsInterval
+        if let stun { c.stunServer = try ServerSpec.parse(stun, credentials: false) }
+        if let turn { c.turnServer = try ServerSpec.parse(turn, credentials: true) }
+        c.reconnection.disruptionThresholdSeconds = disruptionThreshold
+        c.reconnection.renewalDelaySeconds = renewalDelay
+        c.reconnection.giveUpSeconds = giveUp
+        return c
+    }
+
+    /// Prints every event as a JSON line and records how the call ended.
+    static func report(_ events: AsyncStream<CallEvent>, to output: JSONLineWriter, outcome: CallOutcome) async {
+        for await event in events {
+            switch event {
+            case .localDescription(let d):
+                output.write(["type": d.kind.rawValue, "sdp": d.sdp, "restart": d.isRestart])
+                Log.info("sent \(d.isRestart ? "restart " : "")\(d.kind.rawValue)")
+            case .stateChanged(_, let to, let seconds):
+                var line: [String: Any] = ["type": "state", "state": to.name, "seconds": (seconds * 1000).rounded() / 1000]
+                if case .ended(let reason) = to {
+                    line["cause"] = reason.cause.description
+                    line["causeCode"] = reason.causeCode
+                    if let sip = reason.sipCode { line["sipCode"] = sip }
+                    if let e = reason.error { line["errorCode"] = e.code.rawValue }
+                    outcome.record(reason)
+                }
+                output.write(line)
+                Log.info(String(format: "%8.3f s  %@", seconds, to.description))
+            case .error(let e):
+                output.write(["type": "error", "code": e.code.rawValue, "terminal": e.isTerminal, "retryable": e.canRetry, "message": e.message])
+                Log.error(e.description)
+            case .statistics(let s):
+                output.write(StatisticsJSON.object(s))
+            case .outboundMediaChanged(let disrupted):
+                output.write(["type": "outbound", "disrupted": disrupted])
+                Log.info(disrupted ? "the peer stopped receiving our media" : "the peer receives our media again")
+            case .candidatePairSelected(let local, let remote, let lt, let rt):
+                output.write(["type": "pair", "local": local, "remote": remote, "localType": lt, "remoteType": rt])
+            }
+        }
+    }
+
+    /// Reads the peer's descriptions and the user's commands from stdin.
+    static func readCommands(into session: CallSession, outcome: CallOutcome) async {
+        do {
+            for try await line in StandardInputLines.stream() {
+                let trimmed = line.trimmingCharacters(in: .whitespaces)
+                if trimmed.isEmpty { continue }
+                var type = trimmed
+                var object: [String: Any] = [:]
+                if trimmed.hasPrefix("{") {
+                    guard let data = trimmed.data(using: .utf8),
+                        let o = try? JSONSerialization.jsonObject(with: data) as? [String: Any], let t = o["type"] as? String
+                    else {
+                        Log.error("ignored a line that is not a JSON object with a type")
+                        continue
+                    }
+                    object = o
+                    type = t
+                }
+                switch type {
+                case "offer":
+                    guard let sdp = object["sdp"] as? String else { continue }
+                    do { _ = try await session.acceptOffer(sdp) } catch { Self.negotiationFailed(error, session: session, outcome: outcome) }
+                case "answer":
+                    guard let sdp = object["sdp"] as? String else { continue }
+                    do { try await session.applyAnswer(sdp) } catch { Self.negotiationFailed(error, session: session, outcome: outcome) }
+                case "hangup":
+                    await session.hangUp(sipCode: object["sipCode"] as? Int, sipPhrase: object["sipPhrase"] as? String)
+                case "mute":
+                    await session.setMuted(true)
+                case "unmute":
+                    await session.setMuted(false)
+                default:
+                    continue  // the peer's state, statistics, error and pair lines
+                }
+            }
+        } catch {
+            Log.error("stdin: \(error)")
+        }
+        if !Task.isCancelled { await session.hangUp() }  // end of input
+    }
+
+    static func negotiationFailed(_ error: TetherError, session: CallSession, outcome: CallOutcome) {
+        Log.error(error.description)
+        if session.state == .new {
+            outcome.recordNegotiationFailure()
+            Task { await session.hangUp() }
+        }
+    }
+}
+
+/// Lines of standard input, read on a thread of their own (blocking reads stay off the pool).
+enum StandardInputLines {
+    static func stream() -> AsyncThrowingStream<String, Error> {
+        let (stream, continuation) = AsyncThrowingStream.makeStream(of: String.self)
+        let thread = Thread {
+            while let line = readLine(strippingNewline: true) { continuation.yield(line) }
+            continuation.finish()
+        }
+        thread.start()
+        return stream
+    }
+}
+
+/// How the call ended, turned into the documented exit code.
+final class CallOutcome: @unchecked Sendable {
+    private let lock = NSLock()
+    private var reason: CallTerminationReason?
+    private var negotiationFailed = false
+
+    func record(_ r: CallTerminationReason) { lock.withLock { reason = r } }
+    func recordNegotiationFailure() { lock.withLock { negotiationFailed = true } }
+
+    var exitCode: Int32 {
+        lock.withLock {
+            if negotiationFailed { return 2 }
+            switch reason?.cause {
+            case .localHangup, .remoteHangup, nil: return 0
+            case .mediaTimeout: return 3
+            case .connectionFailed, .connectionTimeout: return 4
+            case .error: return 5
+            }
+        }
+    }
+}
+
+/// Writes one JSON object per line on stdout, whole lines only.
+final class JSONLineWriter: @unchecked Sendable {
+    private let lock = NSLock()
+
+    func write(_ object: [String: Any]) {
+        guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]) else { return }
+        lock.withLock {
+            FileHandle.standardOutput.write(data + Data([0x0A]))
+        }
+    }
+}
+
+/// Human logs on stderr.
+enum Log {
+    static func info(_ s: String) { FileHandle.standardError.write(Data(("tether: " + s + "\n").utf8)) }
+    static func error(_ s: String) { FileHandle.standardError.write(Data(("tether: error: " + s + "\n").utf8)) }
+}
+
+/// `tone[:HZ[:DBFS]]`, `wav:PATH`, `discard`.
+enum AudioEndpointSpec {
+    static func source(_ spec: String) throws -> any AudioSource {
+        let parts = spec.split(separator: ":", maxSplits: 2).map(String.init)
+        switch parts.first {
+        case "tone":
+            let f = parts.count > 1 ? Double(parts[1]) : 440
+            let l = parts.count > 2 ? Double(parts[2]) : -12
+            guard let f, let l else { throw ValidationError("--input \(spec): expected tone[:HERTZ[:DBFS]]") }
+            return TestSignalSource(frequencyHertz: f, levelDBFS: l)
+        case "wav" where parts.count > 1:
+            return WAVFileSource(path: parts.dropFirst().joined(separator: ":"), loop: true)
+        default:
+            throw ValidationError("--input \(spec): expected tone[:HERTZ[:DBFS]] or wav:PATH")
+        }
+    }
+
+    static func sink(_ spec: String) throws -> any AudioSink {
+        if spec == "discard" { return DiscardSink() }
+        if spec.hasPrefix("wav:") { return WAVFileSink(path: String(spec.dropFirst(4))) }
+        throw ValidationError("--output \(spec): expected discard or wav:PATH")
+    }
+}
+
+/// `IP:PORT` or `IP:PORT:USER:PASS` (IPv6 in brackets).
+enum ServerSpec {
+    static func parse(_ spec: String, credentials: Bool) throws -> IceServer {
+        var rest = Substring(spec)
+        var host: String
+        if rest.hasPrefix("[") {
+            guard let close = rest.firstIndex(of: "]") else { throw ValidationError("bad server '\(spec)'") }
+            host = String(rest[rest.index(after: rest.startIndex)..<close])
+            rest = rest[rest.index(after: close)...].drop { $0 == ":" }
+        } else {
+            let parts = rest.split(separator: ":", maxSplits: 1)
+            host = String(parts.first ?? "")
+            rest = parts.count > 1 ? parts[1] : ""
+        }
+        let fields = rest.split(separator: ":", maxSplits: 2).map(String.init)
+        guard let portText = fields.first, let port = UInt16(portText) else { throw ValidationError("bad server port in '\(spec)'") }
+        if credentials {
+            guard fields.count == 3 else { throw ValidationError("TURN server needs IP:PORT:USERNAME:PASSWORD") }
+            return IceServer(address: host, port: port, username: fields[1], password: fields[2])
+        }
+        return IceServer(address: host, port: port)
+    }
+}

@@ -1,0 +1,24 @@
+import Tether
+
+/// Statistics as a JSON object (one `statistics` line of `tether call`).
+enum StatisticsJSON {
+    static func object(_ s: CallStatistics) -> [String: Any] {
+        var o: [String: Any] = [
+            "type": "statistics", "codec": s.codec, "payloadType": s.payloadType, "packetTimeMs": s.packetTimeMilliseconds,
+            "targetBitrate": s.targetBitrateBitsPerSecond, "srtpSuite": s.srtpSuite,
+            "packetsSent": s.packetsSent, "bytesSent": s.bytesSent, "packetsReceived": s.packetsReceived,
+            "bytesReceived": s.bytesReceived, "packetsLost": s.packetsLost, "fractionLost": s.fractionLost,
+            "jitterMs": s.jitterMilliseconds, "remotePacketsLost": s.remotePacketsLost, "remoteFractionLost": s.remoteFractionLost,
+            "remoteJitterMs": s.remoteJitterMilliseconds, "srtpAuthFailures": s.srtpAuthenticationFailures,
+            "srtpReplayFailures": s.srtpReplayFailures, "malformedPackets": s.malformedPackets,
+            "jitterBufferMs": s.jitterBufferDelayMilliseconds, "framesDecoded": s.framesDecoded,
+            "framesConcealed": s.framesConcealed, "framesRecoveredByFEC": s.framesRecoveredByFEC,
+            "captureOverruns": s.captureOverruns, "playbackUnderruns": s.playbackUnderruns,
+            "localAddress": s.localAddress, "remoteAddress": s.remoteAddress, "seconds": s.durationSeconds,
+            "disruptions": s.recovery.disruptions.count, "secondsDisrupted": s.recovery.totalDisruptedSeconds,
+            "restarts": s.recovery.restartCount,
+        ]
+        if let rtt = s.roundTripTimeMilliseconds { o["rttMs"] = rtt }
+        return o
+    }
+}
