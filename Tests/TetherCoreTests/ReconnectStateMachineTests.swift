@@ -1,0 +1,574 @@
+import Testing
+import TetherCore
+
+// Outages below start at 10.010 s: the peer's last packet before each outage is the one sent at
+// exactly 10.000 s (packets every 20 ms), so the disruption starts at 10.000 s, is detected at
+// 11.000 s, renewal starts at 13.000 s, and the give-up instant is 60.000 s.
+
+private typealias Record = RecoveryTimeline.Record
+
+private func simulateOutage(_ outage: Range<UInt64>, until end: UInt64, configure: (inout ReconnectSimulation) -> Void = { _ in })
+    -> ReconnectSimulation
+{
+    var simulation = ReconnectSimulation()
+    simulation.inboundOutagesMilliseconds = [outage]
+    configure(&simulation)
+    simulation.run(untilMilliseconds: end)
+    return simulation
+}
+
+/// Attempt `number` started at `start` milliseconds and answered 150 ms later.
+private func attemptLog(_ number: Int, at start: UInt64, regather: Bool = false) -> [LoggedAction] {
+    [logged(start, .restartICE(attempt: number, regatherCandidates: regather)),
+     logged(start + 150, .applyRenewalAnswer(attempt: number))]
+}
+
+/// The log of an outage from 10.010 s up to (not including) the moment media comes back,
+/// for the default policy: attempts at 13, 20, 28, 38, 52 s (timeouts at +6 s, pauses 1, 2, 4, 8 s).
+private func renewalLog(attempts: Int) -> [LoggedAction] {
+    let starts: [UInt64] = [13_000, 20_000, 28_000, 38_000, 52_000]
+    var log = callSetUpLog + [
+        logged(11_000, .changeState(to: .mediaDisrupted)),
+        logged(13_000, .changeState(to: .renewingMedia)),
+    ]
+    for index in 0..<attempts {
+        log += attemptLog(index + 1, at: starts[index])
+        // Attempt 5 has no successor before the give-up at 60 s: it stays open.
+        if index + 1 < attempts && index + 1 < 5 { log.append(logged(starts[index] + 6_000, .abandonAttempt(attempt: index + 1))) }
+    }
+    return log
+}
+
+@Suite("ReconnectStateMachine over a simulated network")
+struct ReconnectStateMachineSimulationTests {
+    @Test func halfSecondBlipChangesNothing() {
+        let simulation = simulateOutage(10_010..<10_510, until: 20_000)
+        #expect(simulation.log == callSetUpLog)
+        #expect(simulation.machine.state == .established)
+        #expect(simulation.machine.timeline.records.isEmpty)
+    }
+
+    @Test func outageOfOneAndAHalfSecondsRecoversWithoutRenewal() {
+        let simulation = simulateOutage(10_010..<11_510, until: 20_000)
+        // Packets resume at 11.520 s; that frame is decoded at 11.560 s.
+        #expect(simulation.log == callSetUpLog + [
+            logged(11_000, .changeState(to: .mediaDisrupted)),
+            logged(11_560, .changeState(to: .established)),
+        ])
+        #expect(simulation.machine.timeline.records == [
+            Record(start: reconnectInstant(10_000), end: reconnectInstant(11_560), cause: .inboundSilence, attempts: 0,
+                   outcome: .mediaResumedWithoutRenewal),
+        ])
+        #expect(simulation.machine.timeline.totalDisruptedNanoseconds(now: reconnectInstant(20_000)) == 1_560_000_000)
+    }
+
+    @Test func fiveSecondOutageIsRenewedByTheFirstAttempt() {
+        let simulation = simulateOutage(10_010..<15_010, until: 30_000)
+        // Path back at 15.010 s, ICE usable 100 ms later, first packet 15.120 s, decoded 15.160 s.
+        #expect(simulation.log == renewalLog(attempts: 1) + [logged(15_160, .changeState(to: .established))])
+        #expect(simulation.machine.timeline.records == [
+            Record(start: reconnectInstant(10_000), end: reconnectInstant(15_160), cause: .inboundSilence, attempts: 1,
+                   outcome: .renewed(attempts: 1)),
+        ])
+        #expect(simulation.machine.nextDeadline() == reconnectInstant(31_000))
+    }
+
+    @Test func thirtySecondOutageRetriesWithDoublingBackoff() {
+        let simulation = simulateOutage(10_010..<40_010, until: 60_000)
+        let expected = callSetUpLog + [
+            logged(11_000, .changeState(to: .mediaDisrupted)),
+            logged(13_000, .changeState(to: .renewingMedia)),
+            logged(13_000, .restartICE(attempt: 1, regatherCandidates: false)),
+            logged(13_150, .applyRenewalAnswer(attempt: 1)),
+            logged(19_000, .abandonAttempt(attempt: 1)),
+            logged(20_000, .restartICE(attempt: 2, regatherCandidates: false)),  // after 1 s
+            logged(20_150, .applyRenewalAnswer(attempt: 2)),
+            logged(26_000, .abandonAttempt(attempt: 2)),
+            logged(28_000, .restartICE(attempt: 3, regatherCandidates: false)),  // after 2 s
+            logged(28_150, .applyRenewalAnswer(attempt: 3)),
+            logged(34_000, .abandonAttempt(attempt: 3)),
+            logged(38_000, .restartICE(attempt: 4, regatherCandidates: false)),  // after 4 s
+            logged(38_150, .applyRenewalAnswer(attempt: 4)),
+            logged(40_160, .changeState(to: .established)),
+        ]
+        #expect(simulation.log == expected)
+        #expect(simulation.log == renewalLog(attempts: 4) + [logged(40_160, .changeState(to: .established))])
+        #expect(simulation.machine.timeline.records.last?.outcome == .renewed(attempts: 4))
+        #expect(simulation.machine.timeline.totalDisruptedSeconds(now: reconnectInstant(60_000)) == 30.16)
+    }
+
+    @Test func fortyNineSecondOutageIsRestoredByTheLastAttemptKeptOpen() {
+        let simulation = simulateOutage(10_010..<59_010, until: 80_000)
+        // 44 s: attempt 4 abandoned, next after 8 s (52 s). 58 s: attempt 5 times out but a sixth
+        // attempt (66 s) would not start before the give-up at 60 s, so attempt 5 stays open.
+        #expect(simulation.log == renewalLog(attempts: 5) + [logged(59_160, .changeState(to: .established))])
+        #expect(simulation.log.contains(logged(44_000, .abandonAttempt(attempt: 4))))
+        #expect(simulation.log.contains(logged(52_000, .restartICE(attempt: 5, regatherCandidates: false))))
+        #expect(!simulation.log.contains(logged(58_000, .abandonAttempt(attempt: 5))))
+        #expect(simulation.machine.timeline.records == [
+            Record(start: reconnectInstant(10_000), end: reconnectInstant(59_160), cause: .inboundSilence, attempts: 5,
+                   outcome: .renewed(attempts: 5)),
+        ])
+        #expect(simulation.machine.state == .established)
+    }
+
+    @Test(arguments: [61_010 as UInt64, 130_010])
+    func outageBeyondTheBudgetGivesUpExactlyFiftySecondsAfterTheLastPacket(outageEnd: UInt64) {
+        var simulation = simulateOutage(10_010..<outageEnd, until: 59_999)
+        #expect(simulation.machine.nextDeadline() == reconnectInstant(60_000))
+        simulation.run(untilMilliseconds: outageEnd + 10_000)
+        let expected = renewalLog(attempts: 5) + [
+            logged(60_000, .changeState(to: .ended(.mediaTimeout))),
+            logged(60_000, .giveUp),
+        ]
+        #expect(simulation.log == expected)
+        #expect(simulation.machine.state == .ended(.mediaTimeout))
+        #expect(simulation.machine.nextDeadline() == nil)
+        #expect(simulation.machine.timeline.records == [
+            Record(start: reconnectInstant(10_000), end: reconnectInstant(60_000), cause: .inboundSilence, attempts: 5,
+                   outcome: .gaveUp),
+        ])
+    }
+
+    @Test func pathFlappingEverySevenHundredMillisecondsNeverDisrupts() {
+        var simulation = ReconnectSimulation()
+        simulation.inboundOutagesMilliseconds = (0..<10).map { (k: UInt64) in
+            (10_010 + 1_400 * k)..<(10_710 + 1_400 * k)
+        }
+        simulation.run(untilMilliseconds: 40_000)
+        // The longest silence is 0.72 s (10.000 s to 10.720 s), under the 1 s threshold.
+        #expect(simulation.log == callSetUpLog)
+        #expect(simulation.machine.timeline.disruptionCount == 0)
+    }
+
+    @Test func pathDownOneAndAHalfSecondsThenUpHalfASecondDisruptsAndRecoversEachTime() {
+        var simulation = ReconnectSimulation()
+        simulation.inboundOutagesMilliseconds = [10_010..<11_510, 12_010..<13_510, 14_010..<15_510]
+        simulation.run(untilMilliseconds: 30_000)
+        #expect(simulation.log == callSetUpLog + [
+            logged(11_000, .changeState(to: .mediaDisrupted)),
+            logged(11_560, .changeState(to: .established)),
+            logged(13_000, .changeState(to: .mediaDisrupted)),
+            logged(13_560, .changeState(to: .established)),
+            logged(15_000, .changeState(to: .mediaDisrupted)),
+            logged(15_560, .changeState(to: .established)),
+        ])
+        #expect(simulation.machine.timeline.records.map(\.start) == [10_000, 12_000, 14_000].map(reconnectInstant))
+        #expect(simulation.machine.timeline.records.allSatisfy { $0.outcome == .mediaResumedWithoutRenewal })
+        #expect(simulation.machine.timeline.totalDisruptedNanoseconds(now: reconnectInstant(30_000)) == 4_680_000_000)
+    }
+
+    @Test func localNetworkChangeWhileEstablishedRenewsAtOnceWithRegathering() {
+        var simulation = ReconnectSimulation()
+        simulation.scripted = [(20_005, .localNetworkChanged)]
+        simulation.run(untilMilliseconds: 30_000)
+        // Restart at 20.005 s, answer at 20.155 s, ICE usable at 20.255 s, packet 20.260 s, decoded 20.300 s.
+        // The frame of the 20.000 s packet, decoded at 20.040 s, predates the change and restores nothing.
+        #expect(simulation.log == callSetUpLog + [
+            logged(20_005, .changeState(to: .renewingMedia)),
+            logged(20_005, .restartICE(attempt: 1, regatherCandidates: true)),
+            logged(20_155, .applyRenewalAnswer(attempt: 1)),
+            logged(20_300, .changeState(to: .established)),
+        ])
+        #expect(simulation.machine.timeline.records == [
+            Record(start: reconnectInstant(20_000), end: reconnectInstant(20_300), cause: .localNetworkChange, attempts: 1,
+                   outcome: .renewed(attempts: 1)),
+        ])
+    }
+
+    @Test func localNetworkChangeDuringRenewalStartsARegatheringAttemptAtOnce() {
+        let simulation = simulateOutage(10_010..<20_010, until: 30_000) {
+            $0.scripted = [(15_500, .localNetworkChanged)]
+        }
+        #expect(simulation.log == renewalLog(attempts: 1) + [
+            logged(15_500, .abandonAttempt(attempt: 1)),
+            logged(15_500, .restartICE(attempt: 2, regatherCandidates: true)),
+            logged(15_650, .applyRenewalAnswer(attempt: 2)),
+            logged(20_160, .changeState(to: .established)),
+        ])
+        #expect(simulation.machine.timeline.records.last?.outcome == .renewed(attempts: 2))
+    }
+
+    @Test func localNetworkChangeWhileConnectingMakesTheNextAnswerRegather() {
+        var machine = ReconnectStateMachine(glareRole: .yieldsToPeer)
+        #expect(machine.handle(.mediaStarted, now: reconnectInstant(0)) == [.changeState(to: .connecting)])
+        #expect(machine.handle(.localNetworkChanged, now: reconnectInstant(10)) == [])
+        #expect(machine.handle(.peerRenewalOffer, now: reconnectInstant(20)) == [.answerRenewalOffer(regatherCandidates: true)])
+        #expect(machine.handle(.peerRenewalOffer, now: reconnectInstant(30)) == [.answerRenewalOffer(regatherCandidates: false)])
+        #expect(machine.state == .connecting)
+    }
+
+    @Test func iceFailureDuringRenewalEndsOnlyThatAttempt() {
+        let simulation = simulateOutage(10_010..<40_010, until: 70_000) {
+            $0.scripted = [(16_000, .iceFailed), (24_000, .iceFailed)]
+        }
+        #expect(simulation.log == renewalLog(attempts: 1) + [
+            logged(16_000, .abandonAttempt(attempt: 1)),
+            logged(17_000, .restartICE(attempt: 2, regatherCandidates: false)),  // 1 s after the failure
+            logged(17_150, .applyRenewalAnswer(attempt: 2)),
+            logged(23_000, .abandonAttempt(attempt: 2)),
+            // 24 s: FAILED between attempts is ignored.
+            logged(25_000, .restartICE(attempt: 3, regatherCandidates: false)),
+            logged(25_150, .applyRenewalAnswer(attempt: 3)),
+            logged(31_000, .abandonAttempt(attempt: 3)),
+            logged(35_000, .restartICE(attempt: 4, regatherCandidates: false)),
+            logged(35_150, .applyRenewalAnswer(attempt: 4)),
+            logged(40_160, .changeState(to: .established)),
+        ])
+        #expect(!simulation.log.contains { $0.action == .giveUp })
+    }
+
+    @Test func iceFailureWhileDisruptedOrJustBeforeTheSilenceRenewsAtOnce() {
+        let whileDisrupted = simulateOutage(10_010..<15_010, until: 20_000) { $0.scripted = [(11_500, .iceFailed)] }
+        #expect(whileDisrupted.log == callSetUpLog + [
+            logged(11_000, .changeState(to: .mediaDisrupted)),
+            logged(11_500, .changeState(to: .renewingMedia)),
+            logged(11_500, .restartICE(attempt: 1, regatherCandidates: false)),
+            logged(11_650, .applyRenewalAnswer(attempt: 1)),
+            logged(15_160, .changeState(to: .established)),
+        ])
+
+        let beforeSilence = simulateOutage(10_010..<15_010, until: 20_000) { $0.scripted = [(10_005, .iceFailed)] }
+        #expect(beforeSilence.log == callSetUpLog + [
+            logged(11_000, .changeState(to: .mediaDisrupted)),
+            logged(11_000, .changeState(to: .renewingMedia)),
+            logged(11_000, .restartICE(attempt: 1, regatherCandidates: false)),
+            logged(11_150, .applyRenewalAnswer(attempt: 1)),
+            logged(15_160, .changeState(to: .established)),
+        ])
+
+        // FAILED while packets keep flowing is forgotten at the next packet.
+        let spurious = simulateOutage(20_010..<21_510, until: 30_000) { $0.scripted = [(10_005, .iceFailed)] }
+        #expect(spurious.log == callSetUpLog + [
+            logged(21_000, .changeState(to: .mediaDisrupted)),
+            logged(21_560, .changeState(to: .established)),
+        ])
+    }
+
+    @Test func hangUpDuringRenewalEndsTheCallWithNoFurtherActions() {
+        var simulation = simulateOutage(10_010..<40_010, until: 30_000) { $0.scripted = [(14_000, .hangUp)] }
+        simulation.run(untilMilliseconds: 80_000)
+        #expect(simulation.log == renewalLog(attempts: 1) + [logged(14_000, .changeState(to: .ended(.localHangup)))])
+        #expect(simulation.machine.nextDeadline() == nil)
+        #expect(simulation.machine.timeline.records == [
+            Record(start: reconnectInstant(10_000), end: reconnectInstant(14_000), cause: .inboundSilence, attempts: 1,
+                   outcome: .hungUpDuring),
+        ])
+    }
+
+    @Test func lateAnswerForTheAbandonedAttemptIsStillAppliedBeforeTheNextAttempt() {
+        let simulation = simulateOutage(10_010..<18_010, until: 30_000) { $0.answerDelayMilliseconds = 6_500 }
+        #expect(simulation.log == callSetUpLog + [
+            logged(11_000, .changeState(to: .mediaDisrupted)),
+            logged(13_000, .changeState(to: .renewingMedia)),
+            logged(13_000, .restartICE(attempt: 1, regatherCandidates: false)),
+            logged(19_000, .abandonAttempt(attempt: 1)),
+            logged(19_500, .applyRenewalAnswer(attempt: 1)),
+            logged(19_640, .changeState(to: .established)),  // usable 19.600 s, packet 19.600 s, decoded 19.640 s
+        ])
+    }
+
+    @Test func answerArrivingAfterTheNextAttemptStartedIsDiscarded() {
+        let simulation = simulateOutage(10_010..<18_010, until: 40_000) { $0.answerDelayMilliseconds = 7_500 }
+        #expect(simulation.log == callSetUpLog + [
+            logged(11_000, .changeState(to: .mediaDisrupted)),
+            logged(13_000, .changeState(to: .renewingMedia)),
+            logged(13_000, .restartICE(attempt: 1, regatherCandidates: false)),
+            logged(19_000, .abandonAttempt(attempt: 1)),
+            logged(20_000, .restartICE(attempt: 2, regatherCandidates: false)),
+            logged(20_500, .discardRenewalAnswer(attempt: 1)),
+            logged(26_000, .abandonAttempt(attempt: 2)),
+            logged(27_500, .applyRenewalAnswer(attempt: 2)),
+            logged(27_640, .changeState(to: .established)),
+        ])
+        #expect(simulation.machine.timeline.records.last?.outcome == .renewed(attempts: 2))
+    }
+
+    @Test func restartThatIsNeverAnsweredGivesUpOnTimeEvenWithThePathBack() {
+        let simulation = simulateOutage(10_010..<18_010, until: 90_000) { $0.answerDelayMilliseconds = nil }
+        #expect(simulation.log == callSetUpLog + [
+            logged(11_000, .changeState(to: .mediaDisrupted)),
+            logged(13_000, .changeState(to: .renewingMedia)),
+            logged(13_000, .restartICE(attempt: 1, regatherCandidates: false)),
+            logged(19_000, .abandonAttempt(attempt: 1)),
+            logged(20_000, .restartICE(attempt: 2, regatherCandidates: false)),
+            logged(26_000, .abandonAttempt(attempt: 2)),
+            logged(28_000, .restartICE(attempt: 3, regatherCandidates: false)),
+            logged(34_000, .abandonAttempt(attempt: 3)),
+            logged(38_000, .restartICE(attempt: 4, regatherCandidates: false)),
+            logged(44_000, .abandonAttempt(attempt: 4)),
+            logged(52_000, .restartICE(attempt: 5, regatherCandidates: false)),
+            logged(60_000, .changeState(to: .ended(.mediaTimeout))),
+            logged(60_000, .giveUp),
+        ])
+    }
+
+    @Test func peerMuteWithDTXDuringAnOutageOnlyShiftsInstantsToTheDTXPackets() {
+        let simulation = simulateOutage(10_010..<15_010, until: 30_000) { $0.peerDTXFromMilliseconds = 5_000 }
+        // DTX packets every 400 ms (5.0 s … 10.0 s) keep the call established; after the outage the
+        // first DTX packet through is at 15.200 s, decoded at 15.240 s.
+        #expect(simulation.log == renewalLog(attempts: 1) + [logged(15_240, .changeState(to: .established))])
+        #expect(simulation.machine.timeline.records.first?.start == reconnectInstant(10_000))
+    }
+
+    @Test func ourOwnDTXNeverLooksLikeOneWayAudio() {
+        var simulation = ReconnectSimulation()
+        simulation.ourPacketIntervalMilliseconds = 400
+        simulation.peerReportIntervalMilliseconds = 1_000
+        simulation.run(untilMilliseconds: 60_000)
+        #expect(simulation.log == callSetUpLog)
+    }
+
+    @Test func onHoldRTCPKeepsTheCallAliveAndLongerSilenceDisrupts() {
+        var simulation = ReconnectSimulation()
+        simulation.scripted = [(5_000, .peerSendsMedia(false))]
+        simulation.peerRTPStopsAtMilliseconds = 5_000
+        simulation.peerRTCPAtMilliseconds = Array(stride(from: 6_000, through: 60_000, by: 4_000))
+        simulation.inboundOutagesMilliseconds = [18_010..<33_010]
+        simulation.run(untilMilliseconds: 29_999)
+        // RTCP every 4 s from 6 s keeps it alive; the last one before the outage is at 18 s.
+        #expect(simulation.log == callSetUpLog)
+        #expect(simulation.machine.nextDeadline() == reconnectInstant(30_000))
+        simulation.run(untilMilliseconds: 40_000)
+        #expect(simulation.log == callSetUpLog + [
+            logged(30_000, .changeState(to: .mediaDisrupted)),  // 18 s + 12 s on-hold threshold
+            logged(32_000, .changeState(to: .renewingMedia)),
+            logged(32_000, .restartICE(attempt: 1, regatherCandidates: false)),
+            logged(32_150, .applyRenewalAnswer(attempt: 1)),
+            logged(34_000, .changeState(to: .established)),  // RTCP alone restores an on-hold call
+        ])
+        #expect(simulation.machine.timeline.records == [
+            Record(start: reconnectInstant(18_000), end: reconnectInstant(34_000), cause: .inboundSilence, attempts: 1,
+                   outcome: .renewed(attempts: 1)),
+        ])
+    }
+
+    @Test func oneWayAudioIsSurfacedWhileInboundIsFineAndClearedWhenReportsAdvance() {
+        var simulation = ReconnectSimulation()
+        simulation.peerReportIntervalMilliseconds = 1_000
+        simulation.outboundOutagesMilliseconds = [10_010..<20_010]
+        simulation.run(untilMilliseconds: 30_000)
+        // Reports from 10 s on repeat the same sequence; at 14 s they span 4 s. Our packets reach
+        // the peer again from 20.020 s; the 21 s report advances.
+        #expect(simulation.log == callSetUpLog + [
+            logged(14_000, .outboundDisruption(started: true)),
+            logged(21_000, .outboundDisruption(started: false)),
+        ])
+        #expect(simulation.machine.state == .established)
+        #expect(simulation.machine.timeline.records.isEmpty)
+    }
+
+    @Test func peerRestartDuringOneWayAudioRenewsUntilItsReportsAdvance() {
+        var simulation = ReconnectSimulation()
+        simulation.peerReportIntervalMilliseconds = 1_000
+        simulation.outboundOutagesMilliseconds = [10_010..<15_000]
+        simulation.scripted = [(15_000, .peerRenewalOffer)]
+        simulation.run(untilMilliseconds: 30_000)
+        // Inbound frames are decoded again from 15.140 s, but renewal ends only when the 16 s report advances.
+        #expect(simulation.log == callSetUpLog + [
+            logged(14_000, .outboundDisruption(started: true)),
+            logged(15_000, .changeState(to: .renewingMedia)),
+            logged(15_000, .answerRenewalOffer(regatherCandidates: false)),
+            logged(16_000, .outboundDisruption(started: false)),
+            logged(16_000, .changeState(to: .established)),
+        ])
+        #expect(simulation.machine.timeline.records == [
+            Record(start: reconnectInstant(10_000), end: reconnectInstant(16_000), cause: .outboundStall, attempts: 1,
+                   outcome: .renewed(attempts: 1)),
+        ])
+    }
+}
+
+@Suite("ReconnectStateMachine inputs")
+struct ReconnectStateMachineInputTests {
+    /// A machine established at 40 ms with a packet at 0 ms.
+    private func establishedMachine(glareRole: ReconnectStateMachine.GlareRole = .keepsOwnOffer) -> ReconnectStateMachine {
+        var machine = ReconnectStateMachine(glareRole: glareRole)
+        _ = machine.handle(.mediaStarted, now: reconnectInstant(0))
+        _ = machine.handle(.inboundPacket, now: reconnectInstant(0))
+        _ = machine.handle(.mediaDecoded, now: reconnectInstant(40))
+        return machine
+    }
+
+    @Test func idleMachineNeedsNoTimerAndStartsConnecting() {
+        var machine = ReconnectStateMachine(glareRole: .keepsOwnOffer)
+        #expect(machine.state == .idle)
+        #expect(machine.nextDeadline() == nil)
+        #expect(machine.handle(.tick, now: reconnectInstant(5)) == [])
+        #expect(machine.handle(.mediaStarted, now: reconnectInstant(10)) == [.changeState(to: .connecting)])
+        #expect(machine.handle(.mediaStarted, now: reconnectInstant(20)) == [])
+        #expect(machine.nextDeadline() == nil)
+    }
+
+    @Test func connectingIsEstablishedByDecodedMediaNotByICE() {
+        var machine = ReconnectStateMachine(glareRole: .keepsOwnOffer)
+        _ = machine.handle(.mediaStarted, now: reconnectInstant(0))
+        #expect(machine.handle(.iceConnected, now: reconnectInstant(100)) == [])
+        #expect(machine.handle(.inboundPacket, now: reconnectInstant(120)) == [])
+        #expect(machine.handle(.iceFailed, now: reconnectInstant(130)) == [])
+        #expect(machine.handle(.mediaDecoded, now: reconnectInstant(160)) == [.changeState(to: .established)])
+        #expect(machine.nextDeadline() == reconnectInstant(1_120))
+    }
+
+    @Test func lateTickFiresEveryDueDeadlineInOrderAtItsOwnInstant() {
+        var machine = establishedMachine()
+        // No tick until 10.5 s: disrupted at 1 s, renewal at 3 s, attempt 1 timed out at 9 s,
+        // attempt 2 at 10 s (its timeout at 16 s).
+        #expect(machine.handle(.tick, now: reconnectInstant(10_500)) == [
+            .changeState(to: .mediaDisrupted),
+            .changeState(to: .renewingMedia),
+            .restartICE(attempt: 1, regatherCandidates: false),
+            .abandonAttempt(attempt: 1),
+            .restartICE(attempt: 2, regatherCandidates: false),
+        ])
+        #expect(machine.nextDeadline() == reconnectInstant(16_000))
+    }
+
+    @Test func packetArrivingAfterAMissedDeadlineIsSeenAfterTheDisruption() {
+        var machine = establishedMachine()
+        #expect(machine.handle(.inboundPacket, now: reconnectInstant(1_300)) == [.changeState(to: .mediaDisrupted)])
+        #expect(machine.handle(.mediaDecoded, now: reconnectInstant(1_340)) == [.changeState(to: .established)])
+        #expect(machine.timeline.records.first?.outcome == .mediaResumedWithoutRenewal)
+    }
+
+    @Test func iceConnectedNeverRestoresARenewal() {
+        var machine = establishedMachine()
+        _ = machine.handle(.localNetworkChanged, now: reconnectInstant(500))
+        #expect(machine.state == .renewingMedia)
+        #expect(machine.handle(.renewalAnswered(attempt: 1), now: reconnectInstant(650)) == [.applyRenewalAnswer(attempt: 1)])
+        #expect(machine.handle(.iceConnected, now: reconnectInstant(700)) == [])
+        #expect(machine.state == .renewingMedia)
+        #expect(machine.handle(.renewalAnswered(attempt: 1), now: reconnectInstant(710)) == [.discardRenewalAnswer(attempt: 1)])
+        _ = machine.handle(.inboundPacket, now: reconnectInstant(720))
+        #expect(machine.handle(.mediaDecoded, now: reconnectInstant(760)) == [.changeState(to: .established)])
+    }
+
+    @Test func glareKeepsTheCallersOfferAndTheCalleeYields() {
+        var caller = establishedMachine(glareRole: .keepsOwnOffer)
+        _ = caller.handle(.localNetworkChanged, now: reconnectInstant(500))
+        #expect(caller.handle(.peerRenewalOffer, now: reconnectInstant(550)) == [.declineRenewalOffer])
+        #expect(caller.handle(.renewalAnswered(attempt: 1), now: reconnectInstant(600)) == [.applyRenewalAnswer(attempt: 1)])
+        // Once our offer is answered, a new peer offer is answered as the next attempt.
+        #expect(caller.handle(.peerRenewalOffer, now: reconnectInstant(700)) == [
+            .abandonAttempt(attempt: 1), .answerRenewalOffer(regatherCandidates: false),
+        ])
+
+        var callee = establishedMachine(glareRole: .yieldsToPeer)
+        _ = callee.handle(.localNetworkChanged, now: reconnectInstant(500))
+        #expect(callee.handle(.peerRenewalOffer, now: reconnectInstant(550)) == [
+            .abandonAttempt(attempt: 1), .answerRenewalOffer(regatherCandidates: false),
+        ])
+        #expect(callee.handle(.renewalAnswered(attempt: 1), now: reconnectInstant(600)) == [.discardRenewalAnswer(attempt: 1)])
+        // Attempt 2 (the answered peer offer) times out 6 s after 550 ms.
+        #expect(callee.nextDeadline() == reconnectInstant(6_550))
+    }
+
+    @Test func peerRestartWhileEstablishedIsAnsweredWithoutLeavingEstablished() {
+        var machine = establishedMachine()
+        #expect(machine.handle(.peerRenewalOffer, now: reconnectInstant(500)) == [.answerRenewalOffer(regatherCandidates: false)])
+        #expect(machine.state == .established)
+    }
+
+    @Test func peerRestartWhileDisruptedEntersRenewal() {
+        var machine = establishedMachine()
+        _ = machine.handle(.tick, now: reconnectInstant(1_000))
+        #expect(machine.handle(.peerRenewalOffer, now: reconnectInstant(1_200)) == [
+            .changeState(to: .renewingMedia), .answerRenewalOffer(regatherCandidates: false),
+        ])
+        #expect(machine.nextDeadline() == reconnectInstant(7_200))
+    }
+
+    @Test(arguments: [ReconnectStateMachine.Input.tick, .inboundPacket, .mediaDecoded, .iceFailed, .iceConnected,
+                      .localNetworkChanged, .renewalStarted(attempt: 1), .renewalAnswered(attempt: 1), .peerRenewalOffer,
+                      .peerSendsMedia(false), .weSendMedia(false), .peerReport(extendedHighestSequence: 7), .hangUp,
+                      .mediaStarted])
+    func everyInputIsIgnoredAfterTheCallEnded(input: ReconnectStateMachine.Input) {
+        var machine = establishedMachine()
+        #expect(machine.handle(.hangUp, now: reconnectInstant(500)) == [.changeState(to: .ended(.localHangup))])
+        #expect(machine.handle(input, now: reconnectInstant(90_000)) == [])
+        #expect(machine.state == .ended(.localHangup))
+        #expect(machine.nextDeadline() == nil)
+    }
+
+    @Test func hangUpBeforeMediaEndsTheIdleMachine() {
+        var machine = ReconnectStateMachine(glareRole: .keepsOwnOffer)
+        #expect(machine.handle(.hangUp, now: reconnectInstant(0)) == [.changeState(to: .ended(.localHangup))])
+        #expect(machine.timeline.records.isEmpty)
+    }
+
+    @Test func hangUpDueAtTheGiveUpInstantStillEndsAsLocalHangUp() {
+        var machine = establishedMachine()
+        _ = machine.handle(.tick, now: reconnectInstant(1_000))
+        // The give-up is due at 50 s, but the hang-up wins and nothing else is returned.
+        #expect(machine.handle(.hangUp, now: reconnectInstant(50_000)) == [.changeState(to: .ended(.localHangup))])
+        #expect(machine.timeline.records.last?.outcome == .hungUpDuring)
+    }
+
+    @Test func timelineKeepsTheLatestRecordsAndCountsThemAll() {
+        var machine = establishedMachine()
+        var t: UInt64 = 0
+        for _ in 0..<70 {
+            _ = machine.handle(.tick, now: reconnectInstant(t + 1_000))
+            _ = machine.handle(.inboundPacket, now: reconnectInstant(t + 1_200))
+            _ = machine.handle(.mediaDecoded, now: reconnectInstant(t + 1_240))
+            t += 1_200
+        }
+        #expect(machine.state == .established)
+        #expect(machine.timeline.records.count == RecoveryTimeline.maximumRecords)
+        #expect(machine.timeline.disruptionCount == 70)
+        #expect(machine.timeline.records.last == Record(
+            start: reconnectInstant(69 * 1_200), end: reconnectInstant(70 * 1_200 + 40), cause: .inboundSilence,
+            attempts: 0, outcome: .mediaResumedWithoutRenewal))
+        #expect(machine.timeline.totalDisruptedNanoseconds(now: reconnectInstant(t)) == 70 * 1_240_000_000)
+    }
+
+    @Test func openDisruptionCountsTowardTheTotalUpToNow() {
+        var machine = establishedMachine()
+        _ = machine.handle(.tick, now: reconnectInstant(1_000))
+        #expect(machine.timeline.current?.start == reconnectInstant(0))
+        #expect(machine.timeline.totalDisruptedSeconds(now: reconnectInstant(2_500)) == 2.5)
+    }
+}
+
+@Suite("ReconnectStateMachine renewal timing")
+struct ReconnectStateMachineRenewalTimingTests {
+    @Test func packetsWithoutDecodedFramesPostponeRenewalUntilSilentAgain() {
+        var machine = ReconnectStateMachine(glareRole: .keepsOwnOffer)
+        _ = machine.handle(.mediaStarted, now: reconnectInstant(0))
+        _ = machine.handle(.inboundPacket, now: reconnectInstant(0))
+        _ = machine.handle(.mediaDecoded, now: reconnectInstant(40))
+        #expect(machine.handle(.tick, now: reconnectInstant(1_000)) == [.changeState(to: .mediaDisrupted)])
+        #expect(machine.nextDeadline() == reconnectInstant(3_000))
+        // A lone RTCP packet: the path shows life, so renewal waits for a new second of silence.
+        #expect(machine.handle(.inboundPacket, now: reconnectInstant(2_900)) == [])
+        #expect(machine.nextDeadline() == reconnectInstant(3_900))
+        #expect(machine.handle(.tick, now: reconnectInstant(3_900)) == [
+            .changeState(to: .renewingMedia), .restartICE(attempt: 1, regatherCandidates: false),
+        ])
+        // The give-up instant still counts from the packet before the silence (0 s).
+        #expect(machine.timeline.current?.start == reconnectInstant(0))
+    }
+
+    @Test func customPolicyTimersAreHonoured() {
+        let policy = ReconnectionPolicy(
+            disruptionThresholdSeconds: 0.5, renewalDelaySeconds: 0, renewalAttemptTimeoutSeconds: 2,
+            firstRetryDelaySeconds: 0.25, retryDelayMultiplier: 3, maximumRetryDelaySeconds: 1, giveUpSeconds: 13)
+        var machine = ReconnectStateMachine(policy: policy, glareRole: .keepsOwnOffer)
+        _ = machine.handle(.mediaStarted, now: reconnectInstant(0))
+        _ = machine.handle(.inboundPacket, now: reconnectInstant(0))
+        _ = machine.handle(.mediaDecoded, now: reconnectInstant(40))
+        var wakeUps: [(UInt64, [ReconnectStateMachine.Action])] = []
+        while let deadline = machine.nextDeadline() {
+            wakeUps.append((deadline.nanoseconds / 1_000_000, machine.handle(.tick, now: deadline)))
+        }
+        // Attempts: 0.5–2.5 s, pause 0.25 s; 2.75–4.75 s, pause 0.75 s; 5.5–7.5 s, pause 1 s;
+        // 8.5–10.5 s, pause 1 s; 11.5 s–(13 s: a 13.5 s start would not fit, so it stays open).
+        #expect(wakeUps.map(\.0) == [500, 2_500, 2_750, 4_750, 5_500, 7_500, 8_500, 10_500, 11_500, 13_000])
+        #expect(wakeUps.first?.1 == [
+            .changeState(to: .mediaDisrupted), .changeState(to: .renewingMedia),
+            .restartICE(attempt: 1, regatherCandidates: false),
+        ])
+        #expect(wakeUps.last?.1 == [.changeState(to: .ended(.mediaTimeout)), .giveUp])
+        #expect(machine.timeline.records.last?.attempts == 5)
+    }
+}
