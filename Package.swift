@@ -9,6 +9,7 @@ let package = Package(
         .library(name: "Tether", targets: ["Tether"]),
         .executable(name: "tether", targets: ["tether"]),
         .executable(name: "tether-bench", targets: ["tether-bench"]),
+        .executable(name: "tether-relay", targets: ["tether-relay"]),
     ],
     dependencies: [
         // Command-line parsing for `tether` and `tether-bench`.
@@ -46,16 +47,30 @@ let package = Package(
         .target(name: "TetherAudio", dependencies: ["TetherRealtime", "CALSA", "CPulse"]),
         // The sans-IO core: SDP, jitter buffer, decisions. No clocks, no sockets.
         .target(name: "TetherCore"),
+        // Thin C helpers for sockets, eventfd, netlink and setns.
+        .target(name: "CTetherNet"),
+        // Fault injection: the UDP impairment relay used by tests, the demo and the bench.
+        .target(name: "TetherFaults", dependencies: ["CTetherNet"]),
+        // rtnetlink monitor of local addresses and links (debounced).
+        .target(name: "TetherNetworkMonitor", dependencies: ["CTetherNet"]),
         // The public API: CallSession, errors, statistics, the media loop.
         .target(
             name: "Tether",
             dependencies: [
                 "TetherRealtime", "TetherCodec", "TetherRTP", "TetherICE", "TetherAudio", "TetherCore",
+                "TetherNetworkMonitor",
             ]),
+        // Two in-process sessions joined by signaling and (optionally) the impairment relay.
+        .target(name: "TetherTestbed", dependencies: ["Tether", "TetherCore", "TetherFaults", "TetherRealtime"]),
+        // `tether-relay`: the impairment relay as a process controlled by JSON lines.
+        .executableTarget(name: "tether-relay", dependencies: ["TetherFaults"]),
         // The `tether` command.
         .executableTarget(
             name: "tether",
-            dependencies: ["Tether", "TetherAudio", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
+            dependencies: [
+                "Tether", "TetherAudio", "TetherTestbed", "TetherFaults",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]),
         // The bench executable.
         .executableTarget(
             name: "tether-bench",
@@ -73,7 +88,9 @@ let package = Package(
         .testTarget(name: "TetherICETests", dependencies: ["TetherICE"]),
         .testTarget(name: "TetherAudioTests", dependencies: ["TetherAudio"]),
         .testTarget(name: "TetherCoreTests", dependencies: ["TetherCore"]),
-        .testTarget(name: "TetherTests", dependencies: ["Tether", "TetherAudio", "CAllocationCounter"]),
+        .testTarget(name: "TetherTests", dependencies: ["Tether", "TetherAudio", "TetherTestbed", "TetherFaults", "CAllocationCounter"]),
+        .testTarget(name: "TetherFaultsTests", dependencies: ["TetherFaults", "CTetherNet"]),
+        .testTarget(name: "TetherNetworkMonitorTests", dependencies: ["TetherNetworkMonitor", "CTetherNet"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -42,14 +42,14 @@ public struct CallConfiguration: Sendable {
     /// RTCP canonical name; random per call when nil.
     public var cname: String?
     /// When media counts as disrupted, when to renew it, how often to retry, when to give up.
-    public var reconnection: ReconnectionPolicy = ReconnectionPolicy()
+    public var reconnection: ReconnectionPolicy
 
     public init(
         audioSource: any AudioSource = TestSignalSource(), audioSink: any AudioSink = DiscardSink(),
         opus: OpusSettings = OpusSettings(), localAddresses: [String] = [], stunServer: IceServer? = nil,
         turnServer: IceServer? = nil, srtpSuites: [SRTPSuite] = [.aesCM128HMACSHA1_80, .aeadAES128GCM],
         jitterBufferTargetMilliseconds: Int = 40, connectTimeoutSeconds: Double = 15, rtcpIntervalSeconds: Double = 2.5,
-        statisticsIntervalSeconds: Double = 1, cname: String? = nil
+        statisticsIntervalSeconds: Double = 1, cname: String? = nil, reconnection: ReconnectionPolicy = ReconnectionPolicy()
     ) {
         self.audioSource = audioSource
         self.audioSink = audioSink
@@ -63,6 +63,7 @@ public struct CallConfiguration: Sendable {
         self.rtcpIntervalSeconds = rtcpIntervalSeconds
         self.statisticsIntervalSeconds = statisticsIntervalSeconds
         self.cname = cname
+        self.reconnection = reconnection
     }
 
     /// Throws `TetherError` (code 5001) naming the first problem.

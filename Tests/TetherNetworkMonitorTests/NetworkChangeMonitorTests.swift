@@ -1,0 +1,146 @@
+import CTetherNet
+import Foundation
+import Glibc
+import Synchronization
+import Testing
+
+@testable import TetherNetworkMonitor
+
+/// The `ip` command (iproute2), if installed.
+let ipCommand: String? = ["/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"].first {
+    FileManager.default.isExecutableFile(atPath: $0)
+}
+
+/// Runs `ip ARGS…` and returns its exit status.
+@discardableResult
+func ip(_ arguments: String...) throws -> Int32 {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: ipCommand!)
+    process.arguments = arguments
+    process.standardError = FileHandle.nullDevice
+    try process.run()
+    process.waitUntilExit()
+    return process.terminationStatus
+}
+
+/// Collects changes delivered on the monitor thread; the test awaits them with a time limit.
+final class ChangeCollector: Sendable {
+    private let changes = Mutex<[NetworkChange]>([])
+    private let arrived = DispatchSemaphore(value: 0)
+
+    func receive(_ change: NetworkChange) {
+        changes.withLock { $0.append(change) }
+        arrived.signal()
+    }
+
+    /// The next change, or nil after `timeoutMilliseconds`.
+    func next(timeoutMilliseconds: Int = 3000) -> NetworkChange? {
+        guard arrived.wait(timeout: .now() + .milliseconds(timeoutMilliseconds)) == .success else { return nil }
+        return changes.withLock { $0.removeFirst() }
+    }
+}
+
+@Suite(.serialized, .timeLimit(.minutes(1)))
+struct NetworkChangeMonitorTests {
+    @Test func oneShotDumpListsLoopbackOfThisNamespaceOnlyWhenAsked() throws {
+        let all = try NetworkChangeMonitor.currentAddresses(includingLoopbackAndLinkLocal: true)
+        #expect(all.contains { $0.address == .v4(127, 0, 0, 1) && $0.interfaceName == "lo" })
+        let filtered = try NetworkChangeMonitor.currentAddresses()
+        #expect(!filtered.contains { $0.address.isLoopback || $0.address.isLinkLocal })
+    }
+
+    @Test func aMissingNamespaceIsReportedAsAnError() {
+        #expect(throws: NetworkMonitorError.namespaceUnavailable(path: "/var/run/netns/tether-no-such-ns", errno: ENOENT)) {
+            try NetworkChangeMonitor(configuration: .init(networkNamespacePath: "/var/run/netns/tether-no-such-ns")) { _ in }
+        }
+    }
+
+    /// Creates a private network namespace with a veth pair, watches it, and changes addresses
+    /// and links inside it. Never touches the machine's own namespace.
+    @Test(
+        .enabled(if: getuid() == 0, "needs root for ip netns"),
+        .enabled(if: ipCommand != nil, "needs iproute2"))
+    func deliversDebouncedAddressAndLinkChangesFromANamespace() throws {
+        let namespace = "tether-nm-\(UInt32.random(in: 0...UInt32.max))"
+        try #require(try ip("netns", "add", namespace) == 0)
+        defer { _ = try? ip("netns", "del", namespace) }
+        try #require(try ip("-n", namespace, "link", "add", "v0", "type", "veth", "peer", "name", "v1") == 0)
+        try #require(try ip("-n", namespace, "link", "set", "v0", "up") == 0)
+        try #require(try ip("-n", namespace, "link", "set", "v1", "up") == 0)
+
+        let collector = ChangeCollector()
+        let monitor = try NetworkChangeMonitor(
+            configuration: .init(debounceMilliseconds: 100, networkNamespacePath: "/var/run/netns/\(namespace)")
+        ) { collector.receive($0) }
+        defer { monitor.stop() }
+        #expect(monitor.currentLinks().contains { $0.interfaceName == "v0" })
+        #expect(monitor.currentAddresses().isEmpty)  // only link-local so far, filtered
+
+        // An address added: one change naming it.
+        let before = CTetherNet_monotonic_nanoseconds()
+        try #require(try ip("-n", namespace, "addr", "add", "10.77.0.1/24", "dev", "v0") == 0)
+        let ipReturned = CTetherNet_monotonic_nanoseconds()
+        let added = try #require(collector.next())
+        let delivered = CTetherNet_monotonic_nanoseconds()
+        #expect(added.addedAddresses.map(\.description) == ["10.77.0.1/24 on v0 (#\(added.addedAddresses.first?.interfaceIndex ?? 0))"])
+        #expect(added.removedAddresses.isEmpty)
+        #expect(monitor.currentAddresses().map(\.address) == [.v4(10, 77, 0, 1)])
+        let statistics = monitor.statistics()
+        print(
+            "netlink latency: ip spawn→event \(Double(statistics.lastEventNanoseconds &- before) / 1e6) ms, "
+                + "ip exit→event \(Double(Int64(bitPattern: statistics.lastEventNanoseconds &- ipReturned)) / 1e6) ms, "
+                + "event→delivery \(Double(delivered - statistics.lastEventNanoseconds) / 1e6) ms (debounce 100 ms)")
+
+        // Removed then re-added within the window, then a different address: only the latter.
+        try #require(try ip("-n", namespace, "addr", "del", "10.77.0.1/24", "dev", "v0") == 0)
+        try #require(try ip("-n", namespace, "addr", "add", "10.77.0.1/24", "dev", "v0") == 0)
+        try #require(try ip("-n", namespace, "addr", "add", "10.77.0.9/24", "dev", "v0") == 0)
+        let third = try #require(collector.next())
+        #expect(third.addedAddresses.map(\.address) == [.v4(10, 77, 0, 9)])
+        #expect(third.removedAddresses.isEmpty)
+
+        // An address removed.
+        try #require(try ip("-n", namespace, "addr", "del", "10.77.0.9/24", "dev", "v0") == 0)
+        let removed = try #require(collector.next())
+        #expect(removed.removedAddresses.map(\.address) == [.v4(10, 77, 0, 9)])
+        #expect(removed.removedAddresses.first?.interfaceName == "v0")
+
+        // The peer end down: v1 goes down and v0 loses its carrier (no longer running).
+        try #require(try ip("-n", namespace, "link", "set", "v1", "down") == 0)
+        let down = try #require(collector.next())
+        #expect(Set(down.linksDown.compactMap(\.interfaceName)) == ["v0", "v1"])
+        #expect(down.removedAddresses.isEmpty)  // 10.77.0.1 stays on v0; link-locals are filtered
+
+        try #require(try ip("-n", namespace, "link", "set", "v1", "up") == 0)
+        let up = try #require(collector.next())
+        #expect(Set(up.linksUp.compactMap(\.interfaceName)) == ["v0", "v1"])
+
+        // Deleting the pair: both down, the address gone.
+        try #require(try ip("-n", namespace, "link", "del", "v0") == 0)
+        let gone = try #require(collector.next())
+        #expect(Set(gone.linksDown.compactMap(\.interfaceName)) == ["v0", "v1"])
+        #expect(gone.removedAddresses.map(\.address) == [.v4(10, 77, 0, 1)])
+        #expect(monitor.statistics().malformedMessages == 0)
+        #expect(monitor.statistics().changesDelivered == 6)
+    }
+
+    @Test(
+        .enabled(if: getuid() == 0, "needs root for ip netns"),
+        .enabled(if: ipCommand != nil, "needs iproute2"))
+    func changesStreamFinishesWhenTheMonitorStops() async throws {
+        let namespace = "tether-nm-\(UInt32.random(in: 0...UInt32.max))"
+        try #require(try ip("netns", "add", namespace) == 0)
+        defer { _ = try? ip("netns", "del", namespace) }
+        try #require(try ip("-n", namespace, "link", "add", "v0", "type", "veth", "peer", "name", "v1") == 0)
+        let (monitor, changes) = try NetworkChangeMonitor.changes(
+            configuration: .init(debounceMilliseconds: 50, networkNamespacePath: "/var/run/netns/\(namespace)"))
+        let addresses = try NetworkChangeMonitor.currentAddresses(networkNamespacePath: "/var/run/netns/\(namespace)")
+        #expect(addresses.isEmpty)
+        try #require(try ip("-n", namespace, "addr", "add", "10.77.1.1/24", "dev", "v0") == 0)
+        var iterator = changes.makeAsyncIterator()
+        let first = await iterator.next()
+        #expect(first?.addedAddresses.map(\.address) == [.v4(10, 77, 1, 1)])
+        monitor.stop()
+        #expect(await iterator.next() == nil)
+    }
+}

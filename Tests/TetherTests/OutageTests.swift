@@ -1,0 +1,137 @@
+import Foundation
+import Synchronization
+import Testing
+import TetherFaults
+import TetherRealtime
+import TetherTestbed
+
+@testable import Tether
+
+/// Two sessions joined through the UDP impairment relay, with every state change timed.
+final class RelayedCall: Sendable {
+    let a: CallSession
+    let b: CallSession
+    let relay: UDPImpairmentRelay
+    let signaling: InProcessSignaling
+    private final class Log: Sendable {
+        let entries = Mutex<[(side: String, state: String, atNanoseconds: UInt64)]>([])
+    }
+
+    private let log = Log()
+
+    init(policy: ReconnectionPolicy = ReconnectionPolicy()) throws {
+        relay = try UDPImpairmentRelay()
+        a = try CallSession(
+            configuration: CallConfiguration(
+                audioSource: TestSignalSource(frequencyHertz: 440), localAddresses: ["127.0.0.1"], rtcpIntervalSeconds: 1,
+                statisticsIntervalSeconds: 0, reconnection: policy))
+        b = try CallSession(
+            configuration: CallConfiguration(
+                audioSource: TestSignalSource(frequencyHertz: 660), localAddresses: ["127.0.0.1"], rtcpIntervalSeconds: 1,
+                statisticsIntervalSeconds: 0, reconnection: policy))
+        let log = self.log
+        signaling = InProcessSignaling(a: a, b: b, relay: relay) { side, event in
+            if case .stateChanged(_, let to, _) = event {
+                log.entries.withLock { $0.append((side.rawValue, to.name, MonotonicClock.nanoseconds())) }
+            }
+        }
+    }
+
+    func start() async throws {
+        try await a.start()
+        try await b.start()
+        try await signaling.connect()
+    }
+
+    /// The first instant `side` entered `state` at or after `since`, waiting up to `timeoutSeconds`.
+    func when(_ side: String, enters state: String, since: UInt64 = 0, timeoutSeconds: Double) async -> UInt64? {
+        let deadline = MonotonicClock.nanoseconds() + UInt64(timeoutSeconds * 1e9)
+        while MonotonicClock.nanoseconds() < deadline {
+            if let hit = log.entries.withLock({ $0.first { $0.side == side && $0.state == state && $0.atNanoseconds >= since }?.atNanoseconds }) {
+                return hit
+            }
+            try? await Task.sleep(for: .milliseconds(5))
+        }
+        return nil
+    }
+
+    func states(_ side: String) -> [String] { log.entries.withLock { $0.filter { $0.side == side }.map(\.state) } }
+
+    func end() async {
+        await a.hangUp()
+        await b.hangUp()
+        relay.stop()
+    }
+}
+
+func seconds(_ from: UInt64, _ to: UInt64) -> Double { (Double(to) - Double(from)) / 1e9 }
+
+/// Real outages through the relay over real libnice: disruption, renewal by ICE restart through
+/// signaling, restoration, and the give-up.
+@Suite("Outages over libnice through the impairment relay", .serialized)
+struct OutageTests {
+    @Test func callThroughTheRelayEstablishes() async throws {
+        let call = try RelayedCall()
+        try await call.start()
+        #expect(await call.when("A", enters: "established", timeoutSeconds: 5) != nil)
+        #expect(await call.when("B", enters: "established", timeoutSeconds: 5) != nil)
+        try await Task.sleep(for: .milliseconds(500))
+        #expect(call.relay.statistics().aToB.packetsForwarded > 20)
+        #expect(call.relay.statistics().bToA.packetsForwarded > 20)
+        await call.end()
+    }
+
+    @Test func shortOutageIsDetectedAndRecoversWithoutRestart() async throws {
+        let call = try RelayedCall()
+        try await call.start()
+        #expect(await call.when("A", enters: "established", timeoutSeconds: 5) != nil)
+        try await Task.sleep(for: .seconds(1))
+        let cut = MonotonicClock.nanoseconds()
+        call.relay.blackHole(true)
+        let disruptedA = try #require(await call.when("A", enters: "mediaDisrupted", since: cut, timeoutSeconds: 3))
+        let disruptedB = try #require(await call.when("B", enters: "mediaDisrupted", since: cut, timeoutSeconds: 3))
+        // Detection within 1.0 s of the last packet: at most ~1.1 s after the cut (20 ms frames, 20 ms polling).
+        #expect(seconds(cut, disruptedA) < 1.25 && seconds(cut, disruptedA) >= 0.9)
+        #expect(seconds(cut, disruptedB) < 1.25)
+        try await Task.sleep(until: .now + .milliseconds(1500 - Int(seconds(cut, MonotonicClock.nanoseconds()) * 1000)))
+        let back = MonotonicClock.nanoseconds()
+        call.relay.blackHole(false)
+        let restoredA = try #require(await call.when("A", enters: "established", since: back, timeoutSeconds: 3))
+        #expect(seconds(back, restoredA) < 0.5)
+        #expect(!call.states("A").contains("renewingMedia"))
+        let recovery = call.a.statistics().recovery
+        #expect(recovery.disruptions.count == 1)
+        #expect(recovery.disruptions.first?.outcome == "media resumed")
+        #expect(recovery.restartCount == 0)
+        await call.end()
+    }
+
+    @Test(arguments: [3.0, 10.0])
+    func outageIsRenewedByICERestartAndRestored(outageSeconds: Double) async throws {
+        let call = try RelayedCall()
+        try await call.start()
+        #expect(await call.when("A", enters: "established", timeoutSeconds: 5) != nil)
+        try await Task.sleep(for: .seconds(1))
+        let cut = MonotonicClock.nanoseconds()
+        call.relay.blackHole(true)
+        #expect(await call.when("A", enters: "mediaDisrupted", since: cut, timeoutSeconds: 3) != nil)
+        #expect(await call.when("A", enters: "renewingMedia", since: cut, timeoutSeconds: 5) != nil)
+        try await Task.sleep(for: .seconds(outageSeconds - seconds(cut, MonotonicClock.nanoseconds())))
+        let back = MonotonicClock.nanoseconds()
+        call.relay.blackHole(false)
+        let restoredA = try #require(await call.when("A", enters: "established", since: back, timeoutSeconds: 15))
+        let restoredB = try #require(await call.when("B", enters: "established", since: back, timeoutSeconds: 15))
+        #expect(seconds(back, max(restoredA, restoredB)) < 10)
+        let sa = call.a.statistics()
+        #expect(sa.recovery.restartsOffered >= 1)
+        #expect(call.b.statistics().recovery.restartsAnswered >= 1)
+        #expect(sa.recovery.disruptions.last?.outcome?.hasPrefix("renewed") == true)
+        // Media really flows again after the restart, with the same SRTP keys.
+        let before = sa.packetsReceived
+        try await Task.sleep(for: .milliseconds(500))
+        let after = call.a.statistics()
+        #expect(after.packetsReceived - before > 15)
+        #expect(after.srtpAuthenticationFailures == 0)
+        await call.end()
+    }
+}
