@@ -43,13 +43,17 @@ public struct CallConfiguration: Sendable {
     public var cname: String?
     /// When media counts as disrupted, when to renew it, how often to retry, when to give up.
     public var reconnection: ReconnectionPolicy
+    /// Whether to watch the local addresses and links (rtnetlink) and re-gather candidates with
+    /// an ICE restart when an address the call uses goes away or a link goes down.
+    public var followsNetworkChanges: Bool
 
     public init(
         audioSource: any AudioSource = TestSignalSource(), audioSink: any AudioSink = DiscardSink(),
         opus: OpusSettings = OpusSettings(), localAddresses: [String] = [], stunServer: IceServer? = nil,
         turnServer: IceServer? = nil, srtpSuites: [SRTPSuite] = [.aesCM128HMACSHA1_80, .aeadAES128GCM],
         jitterBufferTargetMilliseconds: Int = 40, connectTimeoutSeconds: Double = 15, rtcpIntervalSeconds: Double = 2.5,
-        statisticsIntervalSeconds: Double = 1, cname: String? = nil, reconnection: ReconnectionPolicy = ReconnectionPolicy()
+        statisticsIntervalSeconds: Double = 1, cname: String? = nil, reconnection: ReconnectionPolicy = ReconnectionPolicy(),
+        followsNetworkChanges: Bool = true
     ) {
         self.audioSource = audioSource
         self.audioSink = audioSink
@@ -64,6 +68,7 @@ public struct CallConfiguration: Sendable {
         self.statisticsIntervalSeconds = statisticsIntervalSeconds
         self.cname = cname
         self.reconnection = reconnection
+        self.followsNetworkChanges = followsNetworkChanges
     }
 
     /// Throws `TetherError` (code 5001) naming the first problem.

@@ -3,6 +3,7 @@ import TetherAudio
 import TetherCodec
 import TetherCore
 import TetherICE
+import TetherNetworkMonitor
 import TetherRTP
 import TetherRealtime
 
@@ -55,6 +56,8 @@ public actor CallSession {
     private var lastFedNow: UInt64 = 0
     /// The machine's attempt number our outstanding restart offer belongs to.
     private var offeredAttempt: Int?
+    /// Our subscription to the process's network-change monitor.
+    private var networkSubscription: UInt64?
     /// o= session ID, kept for every renegotiation (RFC 3264 §8).
     private let sdpSessionID = UInt64.random(in: 1...(UInt64(1) << 62))
     /// o= version, bumped for every new description we send.
@@ -102,6 +105,7 @@ public actor CallSession {
     /// A session dropped without `hangUp()` still releases its threads, devices and sockets
     /// (without sending BYE).
     deinit {
+        if let id = networkSubscription { NetworkChangeHub.shared.unsubscribe(id) }
         for t in timers { t.cancel() }
         if sourceRunning { configuration.audioSource.stop() }
         if mediaRunning { media?.stop(sendBye: false) }
@@ -205,7 +209,9 @@ public actor CallSession {
             }
             let fresh = await waitForGathering()
             timeout.cancel()
-            guard let fresh, !state.isEnded else { return false }
+            // No usable address (the network is down): nothing worth offering. The attempt times
+            // out and is retried; a new address also triggers a fresh attempt through the monitor.
+            guard let fresh, !fresh.isEmpty, !state.isEnded else { return false }
             candidates = fresh
         } else {
             guard let r = transport.restart() else { return false }
@@ -618,6 +624,11 @@ public actor CallSession {
             })
         if isMuted { media.muted.store(true, ordering: .relaxed) }
         feed(.mediaStarted)
+        if configuration.followsNetworkChanges {
+            networkSubscription = NetworkChangeHub.shared.subscribe { [weak self] change in
+                Task { await self?.networkChanged(change) }
+            }
+        }
         driverTask = Task { [weak self] in
             while !Task.isCancelled {
                 guard let self, let delay = await self.drive() else { return }
@@ -762,9 +773,16 @@ public actor CallSession {
         }
     }
 
-    /// The local network changed (from the monitor): renew with fresh candidates.
-    func localNetworkChanged() {
-        feed(.localNetworkChanged)
+    /// A debounced change of local addresses or links. It matters when an address our candidates
+    /// use went away, a link went down, or new addresses appeared while media is disrupted.
+    private func networkChanged(_ change: NetworkChange) {
+        guard !state.isEnded, state != .ending else { return }
+        let ours = Set((gathered ?? []).compactMap { try? ICECandidate.parse($0).address })
+        let lostOurs = change.removedAddresses.contains { ours.contains($0.address.description) }
+        let disrupted = state == .mediaDisrupted || state == .renewingMedia
+        if lostOurs || !change.linksDown.isEmpty || (disrupted && !change.addedAddresses.isEmpty) {
+            feed(.localNetworkChanged)
+        }
     }
 
     private func emitStatistics() {
@@ -833,6 +851,8 @@ public actor CallSession {
         if reason.cause != .mediaTimeout { feed(.hangUp) }
         publishRecovery()
         driverTask?.cancel()
+        if let id = networkSubscription { NetworkChangeHub.shared.unsubscribe(id) }
+        networkSubscription = nil
         for t in timers { t.cancel() }
         timers = []
         if sourceRunning { configuration.audioSource.stop() }

@@ -1,0 +1,57 @@
+import Synchronization
+import TetherNetworkMonitor
+
+/// One rtnetlink monitor per process, shared by every call that follows network changes.
+///
+/// It starts with the first subscriber and stops with the last. Debounced changes are handed to
+/// each subscriber on the monitor thread; subscribers hop to their own executor at once.
+final class NetworkChangeHub: Sendable {
+    static let shared = NetworkChangeHub()
+
+    private struct State {
+        var monitor: NetworkChangeMonitor?
+        var subscribers: [UInt64: @Sendable (NetworkChange) -> Void] = [:]
+        var nextID: UInt64 = 1
+    }
+
+    private let state = Mutex(State())
+
+    /// Adds a subscriber; returns its token, or nil when the monitor cannot run here.
+    func subscribe(_ handler: @escaping @Sendable (NetworkChange) -> Void) -> UInt64? {
+        let needsMonitor = state.withLock { $0.monitor == nil }
+        var created: NetworkChangeMonitor?
+        if needsMonitor {
+            created = try? NetworkChangeMonitor(
+                configuration: .init(debounceMilliseconds: 300),
+                onChange: { [weak self] change in self?.deliver(change) })
+            if created == nil { return nil }
+        }
+        var surplus: NetworkChangeMonitor?
+        let id = state.withLock { s -> UInt64 in
+            if let created {
+                if s.monitor == nil { s.monitor = created } else { surplus = created }
+            }
+            let id = s.nextID
+            s.nextID += 1
+            s.subscribers[id] = handler
+            return id
+        }
+        surplus?.stop()
+        return id
+    }
+
+    func unsubscribe(_ id: UInt64) {
+        let toStop = state.withLock { s -> NetworkChangeMonitor? in
+            s.subscribers[id] = nil
+            guard s.subscribers.isEmpty else { return nil }
+            defer { s.monitor = nil }
+            return s.monitor
+        }
+        toStop?.stop()
+    }
+
+    private func deliver(_ change: NetworkChange) {
+        let handlers = state.withLock { Array($0.subscribers.values) }
+        for h in handlers { h(change) }
+    }
+}

@@ -1,0 +1,148 @@
+import Foundation
+import Synchronization
+import TetherRealtime
+
+/// A `tether call` process (optionally inside a network namespace) whose JSON lines are recorded.
+final class CallProcess: @unchecked Sendable {
+    let name: String
+    private let process = Process()
+    private let input = Pipe()
+    private let output = Pipe()
+    private let lines = Mutex<[(line: String, atNanoseconds: UInt64)]>([])
+    private let forward = Mutex<(@Sendable (String) -> Void)?>(nil)
+
+    /// The `tether` executable built next to the test bundle.
+    static var tetherExecutable: String {
+        let bundle = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+        var dir = bundle
+        for _ in 0..<4 {
+            let candidate = dir.appendingPathComponent("tether").path
+            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+            dir.deleteLastPathComponent()
+        }
+        return bundle.appendingPathComponent("tether").path
+    }
+
+    init(name: String, namespace: String? = nil, arguments: [String]) throws {
+        // A peer that already exited must not kill the test process with SIGPIPE.
+        signal(SIGPIPE, SIG_IGN)
+        self.name = name
+        if let namespace {
+            process.executableURL = URL(fileURLWithPath: "/usr/sbin/ip")
+            process.arguments = ["netns", "exec", namespace, Self.tetherExecutable, "call"] + arguments
+        } else {
+            process.executableURL = URL(fileURLWithPath: Self.tetherExecutable)
+            process.arguments = ["call"] + arguments
+        }
+        process.standardInput = input
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        let buffer = Mutex<Data>(Data())
+        output.fileHandleForReading.readabilityHandler = { [weak self] handle in
+            let chunk = handle.availableData
+            guard let self, !chunk.isEmpty else { return }
+            let complete: [String] = buffer.withLock { data in
+                data.append(chunk)
+                var out: [String] = []
+                while let newline = data.firstIndex(of: 0x0A) {
+                    out.append(String(decoding: data[data.startIndex..<newline], as: UTF8.self))
+                    data.removeSubrange(data.startIndex...newline)
+                }
+                return out
+            }
+            for line in complete {
+                // Record and forward under one lock so `relayLines` neither misses nor repeats a line.
+                let send = self.lines.withLock { entries -> (@Sendable (String) -> Void)? in
+                    entries.append((line, MonotonicClock.nanoseconds()))
+                    return self.forward.withLock { $0 }
+                }
+                send?(line)
+            }
+        }
+        try process.run()
+    }
+
+    /// Sends every line this process prints to `peer`'s standard input (the signaling relay).
+    func relayLines(to peer: CallProcess) {
+        // Lines printed before the relay was set up are delivered first, in order.
+        let earlier = lines.withLock { entries in
+            forward.withLock { $0 = { [weak peer] line in peer?.send(line) } }
+            return entries.map(\.line)
+        }
+        for line in earlier { peer.send(line) }
+    }
+
+    func send(_ line: String) {
+        try? input.fileHandleForWriting.write(contentsOf: Data((line + "\n").utf8))
+    }
+
+    /// The parsed JSON objects printed so far.
+    var objects: [(object: [String: Any], atNanoseconds: UInt64)] {
+        lines.withLock { $0 }.compactMap { entry in
+            guard let data = entry.line.data(using: .utf8), let o = try? JSONSerialization.jsonObject(with: data) as? [String: Any]
+            else { return nil }
+            return (o, entry.atNanoseconds)
+        }
+    }
+
+    /// The states printed so far, in order.
+    var states: [String] { objects.compactMap { $0.object["type"] as? String == "state" ? $0.object["state"] as? String : nil } }
+
+    /// Waits for a state line `state` printed after `since`; returns its arrival instant.
+    func waitFor(state: String, since: UInt64 = 0, timeoutSeconds: Double) async -> UInt64? {
+        let deadline = MonotonicClock.nanoseconds() + UInt64(timeoutSeconds * 1e9)
+        while MonotonicClock.nanoseconds() < deadline {
+            if let hit = objects.first(where: {
+                $0.atNanoseconds >= since && $0.object["type"] as? String == "state" && $0.object["state"] as? String == state
+            }) {
+                return hit.atNanoseconds
+            }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        return nil
+    }
+
+    /// Waits for the process to exit (up to `timeoutSeconds`, then terminates it); returns its status.
+    func waitForExit(timeoutSeconds: Double) async -> Int32 {
+        let deadline = MonotonicClock.nanoseconds() + UInt64(timeoutSeconds * 1e9)
+        while process.isRunning && MonotonicClock.nanoseconds() < deadline {
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        if process.isRunning {
+            process.terminate()
+            process.waitUntilExit()
+        }
+        output.fileHandleForReading.readabilityHandler = nil
+        return process.terminationStatus
+    }
+}
+
+/// Runs a command (for network namespace set-up); returns its exit status.
+@discardableResult
+func run(_ arguments: [String]) -> Int32 {
+    let p = Process()
+    p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+    p.arguments = arguments
+    p.standardOutput = FileHandle.nullDevice
+    p.standardError = FileHandle.nullDevice
+    do { try p.run() } catch { return -1 }
+    p.waitUntilExit()
+    return p.terminationStatus
+}
+
+/// Whether network namespaces can be made here (root and iproute2).
+var canMakeNetworkNamespaces: Bool {
+    getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/sbin/ip")
+}
+
+/// Waits (up to 5 s) until `link` in `namespace` is operationally up.
+func linkIsOperational(namespace: String, link: String) async -> Bool {
+    for _ in 0..<250 {
+        if run(["sh", "-c", "ip -n \(namespace) -o link show \(link) | grep -q 'state UP'"]) == 0
+        {
+            return true
+        }
+        try? await Task.sleep(for: .milliseconds(20))
+    }
+    return false
+}

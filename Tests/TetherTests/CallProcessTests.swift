@@ -1,0 +1,107 @@
+import Foundation
+import Testing
+import TetherAudio
+import TetherRealtime
+
+/// `tether call` as processes: signaling as JSON lines, carried by the test as a tiny relay.
+@Suite("tether call processes", .serialized)
+struct CallProcessTests {
+    @Test func twoProcessesJoinedByALineRelayHoldACallAndExitCleanly() async throws {
+        let a = try CallProcess(name: "A", arguments: ["--role", "offer", "--local-address", "127.0.0.1", "--statistics-interval", "0.5"])
+        let b = try CallProcess(name: "B", arguments: ["--role", "answer", "--local-address", "127.0.0.1", "--statistics-interval", "0.5"])
+        a.relayLines(to: b)
+        b.relayLines(to: a)
+        #expect(await a.waitFor(state: "established", timeoutSeconds: 10) != nil)
+        #expect(await b.waitFor(state: "established", timeoutSeconds: 10) != nil)
+        try await Task.sleep(for: .seconds(2))
+        a.send(#"{"type":"hangup","sipCode":200}"#)
+        #expect(await a.waitForExit(timeoutSeconds: 10) == 0)
+        #expect(await b.waitForExit(timeoutSeconds: 10) == 0)
+        // Statistics lines show media both ways.
+        let lastStats = b.objects.last { $0.object["type"] as? String == "statistics" }?.object
+        #expect((lastStats?["packetsReceived"] as? Int ?? 0) > 50)
+        let ended = a.objects.last { $0.object["type"] as? String == "state" }?.object
+        #expect(ended?["state"] as? String == "ended" && ended?["cause"] as? String == "local hang-up" && ended?["sipCode"] as? Int == 200)
+        #expect(b.states.last == "ended")
+    }
+
+    @Test func badUsageExitsWithCode1() async throws {
+        let a = try CallProcess(name: "A", arguments: ["--role", "offer", "--ptime", "30"])
+        #expect(await a.waitForExit(timeoutSeconds: 10) == 1)
+    }
+
+    /// Two namespaces joined by a veth pair; A's address changes mid-call (a network switch).
+    @Test(.enabled(if: canMakeNetworkNamespaces, "needs root and iproute2"))
+    func callSurvivesALocalAddressChangeInANetworkNamespace() async throws {
+        let tag = String(UInt32.random(in: 0..<UInt32.max), radix: 16)
+        let nsA = "tether-a-\(tag)"
+        let nsB = "tether-b-\(tag)"
+        defer {
+            run(["ip", "netns", "del", nsA])
+            run(["ip", "netns", "del", nsB])
+        }
+        try #require(run(["ip", "netns", "add", nsA]) == 0)
+        try #require(run(["ip", "netns", "add", nsB]) == 0)
+        // IPv4 only: an IPv6 link-local pair would survive the IPv4 address change untouched.
+        // And keep a secondary address when the primary goes (Linux drops secondaries by default).
+        for ns in [nsA, nsB] {
+            run([
+                "ip", "netns", "exec", ns, "sh", "-c",
+                "echo 1 > /proc/sys/net/ipv6/conf/all/disable_ipv6; echo 1 > /proc/sys/net/ipv6/conf/default/disable_ipv6; "
+                    + "echo 1 > /proc/sys/net/ipv4/conf/all/promote_secondaries; echo 1 > /proc/sys/net/ipv4/conf/default/promote_secondaries",
+            ])
+        }
+        try #require(run(["ip", "link", "add", "va", "netns", nsA, "type", "veth", "peer", "name", "vb", "netns", nsB]) == 0)
+        try #require(run(["ip", "-n", nsA, "addr", "add", "10.201.0.1/24", "dev", "va"]) == 0)
+        try #require(run(["ip", "-n", nsB, "addr", "add", "10.201.0.2/24", "dev", "vb"]) == 0)
+        try #require(run(["ip", "-n", nsA, "link", "set", "va", "up"]) == 0)
+        try #require(run(["ip", "-n", nsB, "link", "set", "vb", "up"]) == 0)
+        // The kernel reports a new link operational up to a second later (linkwatch); libnice
+        // finds no usable interface until then.
+        let linkA = await linkIsOperational(namespace: nsA, link: "va")
+        let linkB = await linkIsOperational(namespace: nsB, link: "vb")
+        try #require(linkA && linkB)
+
+        let dir = NSTemporaryDirectory() + "tether-netns-\(tag)"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let a = try CallProcess(
+            name: "A", namespace: nsA, arguments: ["--role", "offer", "--input", "tone:440:-12", "--statistics-interval", "0"])
+        let b = try CallProcess(
+            name: "B", namespace: nsB,
+            arguments: ["--role", "answer", "--input", "tone:660:-12", "--output", "wav:\(dir)/b.wav", "--statistics-interval", "0"])
+        a.relayLines(to: b)
+        b.relayLines(to: a)
+        let upA = await a.waitFor(state: "established", timeoutSeconds: 10)
+        let upB = await b.waitFor(state: "established", timeoutSeconds: 10)
+        #expect(upA != nil && upB != nil, "A printed \(a.objects.map { $0.object["type"] ?? "?" }), B printed \(b.objects.map { $0.object["type"] ?? "?" })")
+        try await Task.sleep(for: .seconds(1))
+
+        // The network switch: a new address comes, the one in use goes.
+        let change = MonotonicClock.nanoseconds()
+        #expect(run(["ip", "-n", nsA, "addr", "add", "10.201.0.11/24", "dev", "va"]) == 0)
+        #expect(run(["ip", "-n", nsA, "addr", "del", "10.201.0.1/24", "dev", "va"]) == 0)
+        let renewing = await a.waitFor(state: "renewingMedia", since: change, timeoutSeconds: 5)
+        #expect(renewing != nil)
+        let restored = await a.waitFor(state: "established", since: change, timeoutSeconds: 15)
+        #expect(restored != nil)
+        // A re-gathered: its restart offer carries the new address and not the old one.
+        let restartOffer = a.objects.last { $0.object["type"] as? String == "offer" && $0.object["restart"] as? Bool == true }
+        let sdp = restartOffer?.object["sdp"] as? String ?? ""
+        #expect(sdp.contains("10.201.0.11") && !sdp.contains("10.201.0.1 "))
+        try await Task.sleep(for: .seconds(3))
+        // B may not even have noticed (A re-gathered within B's disruption threshold); either way it ends established.
+        #expect(b.states.last == "established", "B went \(b.states)")
+        a.send("hangup")
+        #expect(await a.waitForExit(timeoutSeconds: 10) == 0)
+        #expect(await b.waitForExit(timeoutSeconds: 10) == 0)
+
+        // The audio B received after the change is A's tone.
+        let (samples, rate) = try WAVFile.read(path: dir + "/b.wav")
+        let tail = Array(samples.suffix(rate * 2))
+        #expect(tail.count == rate * 2)
+        let f = try #require(ToneAnalysis.dominantFrequencyHertz(tail, sampleRateHertz: rate, searchRange: 100...2000))
+        #expect(abs(f - 440) < 2, "received \(f) Hz after the change")
+        #expect(abs(ToneAnalysis.rmsDBFS(tail) - -12) < 3)
+    }
+}
