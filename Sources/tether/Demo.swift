@@ -2,6 +2,8 @@ import ArgumentParser
 import Foundation
 import Tether
 import TetherAudio
+import TetherFaults
+import TetherTestbed
 
 /// `tether demo`: two sessions in one process over real ICE on 127.0.0.1, a test tone each way.
 struct Demo: AsyncParsableCommand {
@@ -30,8 +32,22 @@ struct Demo: AsyncParsableCommand {
     @Option(help: "Opus frame duration in milliseconds (10, 20, 40, 60).")
     var ptime: Int = 20
 
+    @Option(help: "Cut the path for this many seconds (through the impairment relay); 50 or more shows the give-up.")
+    var outage: Double?
+
+    @Option(help: "When the outage starts, in seconds after the call is established.")
+    var outageAt: Double = 3
+
+    @Option(help: "Random packet loss in percent on the path (seeded, through the impairment relay).")
+    var loss: Double = 0
+
+    @Option(help: "Seed of the relay's loss pattern.")
+    var seed: UInt64 = 1
+
     func validate() throws {
         guard duration > 0 && duration <= 3600 else { throw ValidationError("--duration must be in (0, 3600]") }
+        if let outage, !(outage > 0 && outage <= 600) { throw ValidationError("--outage must be in (0, 600]") }
+        guard (0...100).contains(loss) else { throw ValidationError("--loss must be in 0…100") }
     }
 
     func run() async throws {
@@ -40,6 +56,9 @@ struct Demo: AsyncParsableCommand {
         let bWAV = (outputDirectory as NSString).appendingPathComponent("b-received.wav")
         let opus = OpusSettings(frameDurationMilliseconds: ptime)
         let timeline = Timeline()
+        let impaired = outage != nil || loss > 0
+        let relay = impaired ? try UDPImpairmentRelay(seed: seed) : nil
+        relay?.updateImpairments { $0.lossPercent = loss }
         let a = try CallSession(
             configuration: CallConfiguration(
                 audioSource: TestSignalSource(frequencyHertz: aFrequency, levelDBFS: level), audioSink: WAVFileSink(path: aWAV),
@@ -48,34 +67,59 @@ struct Demo: AsyncParsableCommand {
             configuration: CallConfiguration(
                 audioSource: TestSignalSource(frequencyHertz: bFrequency, levelDBFS: level), audioSink: WAVFileSink(path: bWAV),
                 opus: opus, localAddresses: ["127.0.0.1"], statisticsIntervalSeconds: 0, cname: "demo-b"))
-        print("tether demo: A sends \(Int(aFrequency)) Hz, B sends \(Int(bFrequency)) Hz at \(level) dBFS for \(duration) s over ICE on 127.0.0.1")
-        let watchA = Task { await timeline.follow(a.events, side: "A") }
-        let watchB = Task { await timeline.follow(b.events, side: "B") }
+        var plan = "A sends \(Int(aFrequency)) Hz, B sends \(Int(bFrequency)) Hz at \(level) dBFS over ICE on 127.0.0.1"
+        if let relay { plan += " through the impairment relay (ports \(relay.portA)/\(relay.portB))" }
+        if loss > 0 { plan += ", \(loss) % random loss (seed \(seed))" }
+        if let outage { plan += ", a \(outage) s outage \(outageAt) s after set-up" }
+        print("tether demo: " + plan)
+        let signaling = InProcessSignaling(a: a, b: b, relay: relay) { side, event in timeline.show(side.rawValue, event) }
 
         try await a.start()
         try await b.start()
-        let offer = try await a.makeOffer()
-        timeline.note("A", "offer sent (\(offer.utf8.count) bytes of SDP)")
-        let answer = try await b.acceptOffer(offer)
-        timeline.note("B", "answer sent (\(answer.utf8.count) bytes of SDP)")
-        try await a.applyAnswer(answer)
-
-        try await Task.sleep(for: .seconds(duration))
+        try await signaling.connect()
+        // Run for --duration, or long enough to show the outage and what follows it.
+        var runSeconds = duration
+        if let outage {
+            runSeconds = max(duration, outageAt + outage + (outage >= 50 ? 2 : 6))
+            let at = outageAt
+            Task {
+                try? await Task.sleep(for: .seconds(at))
+                relay?.blackHole(true)
+                timeline.note("relay", "path cut (black hole both ways)")
+                try? await Task.sleep(for: .seconds(outage))
+                relay?.blackHole(false)
+                timeline.note("relay", "path restored")
+            }
+        }
+        let deadline = Date().addingTimeInterval(runSeconds)
+        while Date() < deadline && !(a.state.isEnded && b.state.isEnded) {
+            try await Task.sleep(for: .milliseconds(100))
+        }
         let statsA = a.statistics()
         let statsB = b.statistics()
         await a.hangUp()
         // B learns of the hang-up from A's RTCP BYE; give it a moment, then end it regardless.
         try? await Task.sleep(for: .milliseconds(300))
         await b.remoteHungUp()
-        await watchA.value
-        await watchB.value
+        await signaling.waitUntilFinished()
+        relay?.stop()
 
         print("")
         print(StatisticsTable.render(a: statsA, b: statsB))
+        for (side, stats) in [("A", statsA), ("B", statsB)] where !stats.recovery.disruptions.isEmpty {
+            print("Recovery timeline \(side) (\(stats.recovery.restartsOffered) restarts offered, \(stats.recovery.restartsAnswered) answered):")
+            for d in stats.recovery.disruptions {
+                let end = d.endSeconds.map { String(format: "%.3f s", $0) } ?? "—"
+                print(String(format: "  %8.3f s → %@  %@, %d attempt(s), %@", d.startSeconds, end, d.cause, d.attempts, d.outcome ?? "ongoing"))
+            }
+        }
+        for problem in signaling.errors { print("signaling: \(problem)") }
         print("")
-        print("Received audio:")
+        print("Received audio\(impaired ? " (the impairment is in it; level not judged)" : ""):")
         for (side, path, expected) in [("A", aWAV, bFrequency), ("B", bWAV, aFrequency)] {
-            print("  \(side) \(path): " + AudioCheck.describe(path: path, expectedFrequencyHertz: expected, expectedLevelDBFS: level))
+            print(
+                "  \(side) \(path): "
+                    + AudioCheck.describe(path: path, expectedFrequencyHertz: expected, expectedLevelDBFS: impaired ? nil : level))
         }
     }
 }
@@ -86,23 +130,23 @@ final class Timeline: Sendable {
 
     func note(_ side: String, _ text: String) {
         let t = Date().timeIntervalSince(start)
-        print(String(format: "[%7.3f s] %@  %@", t, side, text))
+        print(String(format: "[%7.3f s] %-5@  %@", t, side, text))
     }
 
-    func follow(_ events: AsyncStream<CallEvent>, side: String) async {
-        for await event in events {
-            switch event {
-            case .stateChanged(let from, let to, _):
-                note(side, "\(from.name) → \(to)")
-            case .candidatePairSelected(let local, let remote, let lt, let rt):
-                note(side, "ICE pair \(local) (\(lt)) ⇄ \(remote) (\(rt))")
-            case .error(let error):
-                note(side, "error: \(error)")
-            case .outboundMediaChanged(let disrupted):
-                note(side, disrupted ? "the peer stopped receiving our media" : "the peer receives our media again")
-            case .localDescription, .statistics:
-                break
-            }
+    func show(_ side: String, _ event: CallEvent) {
+        switch event {
+        case .stateChanged(let from, let to, _):
+            note(side, "\(from.name) → \(to)")
+        case .candidatePairSelected(let local, let remote, let lt, let rt):
+            note(side, "ICE pair \(local) (\(lt)) ⇄ \(remote) (\(rt))")
+        case .error(let error):
+            note(side, "error: \(error)")
+        case .outboundMediaChanged(let disrupted):
+            note(side, disrupted ? "the peer stopped receiving our media" : "the peer receives our media again")
+        case .localDescription(let d):
+            if d.isRestart { note(side, "sent restart \(d.kind.rawValue) through signaling") }
+        case .statistics:
+            break
         }
     }
 }

@@ -29,6 +29,8 @@ enum StatisticsTable {
             ("capture overruns / playback underruns", { "\($0.captureOverruns) / \($0.playbackUnderruns)" }),
             ("media thread", { $0.mediaThreadScheduling }),
             ("path", { "\($0.localAddress) → \($0.remoteAddress)" }),
+            ("disruptions / time disrupted", { "\($0.recovery.disruptions.count) / \(String(format: "%.2f s", $0.recovery.totalDisruptedSeconds))" }),
+            ("ICE restarts offered / answered", { "\($0.recovery.restartsOffered) / \($0.recovery.restartsAnswered)" }),
         ]
         let labelWidth = rows.map { $0.0.count }.max()! + 2
         let columnWidth = max(30, rows.map { max($0.1(a).count, $0.1(b).count) }.max()! + 2)
@@ -44,15 +46,17 @@ enum StatisticsTable {
 
 /// Checks a received WAV file for the expected tone.
 enum AudioCheck {
-    static func describe(path: String, expectedFrequencyHertz: Double, expectedLevelDBFS: Double) -> String {
+    /// - Parameter expectedLevelDBFS: nil to report the level without judging it.
+    static func describe(path: String, expectedFrequencyHertz: Double, expectedLevelDBFS: Double?) -> String {
         guard let (samples, rate) = try? WAVFile.read(path: path) else { return "unreadable" }
         // Skip the first second (call set-up, jitter-buffer start) when there is enough audio.
         let body = samples.count > rate * 2 ? Array(samples[rate...]) : samples
         guard let f = ToneAnalysis.dominantFrequencyHertz(body, sampleRateHertz: rate, searchRange: 50...4000) else { return "\(samples.count) samples, no tone found" }
         let level = ToneAnalysis.rmsDBFS(body)
-        let ok = abs(f - expectedFrequencyHertz) < 5 && abs(level - expectedLevelDBFS) < 3
+        let ok = abs(f - expectedFrequencyHertz) < 5 && (expectedLevelDBFS.map { abs(level - $0) < 3 } ?? true)
         return String(
-            format: "%.2f s, tone %.1f Hz (sent %.0f Hz), level %.1f dBFS (sent %.1f) — %@",
-            Double(samples.count) / Double(rate), f, expectedFrequencyHertz, level, expectedLevelDBFS, ok ? "OK" : "MISMATCH")
+            format: "%.2f s, tone %.1f Hz (sent %.0f Hz), level %.1f dBFS%@ — %@",
+            Double(samples.count) / Double(rate), f, expectedFrequencyHertz, level,
+            expectedLevelDBFS.map { String(format: " (sent %.1f)", $0) } ?? "", ok ? "OK" : "MISMATCH")
     }
 }

@@ -15,7 +15,10 @@ final class RelayedCall: Sendable {
     let signaling: InProcessSignaling
     private final class Log: Sendable {
         let entries = Mutex<[(side: String, state: String, atNanoseconds: UInt64)]>([])
+        let reasons = Mutex<[String: CallTerminationReason]>([:])
     }
+
+    func endReason(_ side: String) -> CallTerminationReason? { log.reasons.withLock { $0[side] } }
 
     private let log = Log()
 
@@ -33,6 +36,7 @@ final class RelayedCall: Sendable {
         signaling = InProcessSignaling(a: a, b: b, relay: relay) { side, event in
             if case .stateChanged(_, let to, _) = event {
                 log.entries.withLock { $0.append((side.rawValue, to.name, MonotonicClock.nanoseconds())) }
+                if case .ended(let reason) = to { log.reasons.withLock { $0[side.rawValue] = reason } }
             }
         }
     }
@@ -133,5 +137,34 @@ struct OutageTests {
         #expect(after.packetsReceived - before > 15)
         #expect(after.srtpAuthenticationFailures == 0)
         await call.end()
+    }
+}
+
+/// The 50-second give-up, for real (a slow test: about 52 s).
+@Suite("Give-up over libnice through the impairment relay")
+struct GiveUpTests {
+    @Test func outageLongerThanFiftySecondsEndsTheCallAtFiftySecondsWithARetryableError() async throws {
+        let call = try RelayedCall()
+        try await call.start()
+        #expect(await call.when("A", enters: "established", timeoutSeconds: 5) != nil)
+        try await Task.sleep(for: .seconds(1))
+        let cut = MonotonicClock.nanoseconds()
+        call.relay.blackHole(true)
+        let endedA = try #require(await call.when("A", enters: "ended", since: cut, timeoutSeconds: 60))
+        let endedB = try #require(await call.when("B", enters: "ended", since: cut, timeoutSeconds: 5))
+        // 50 s after the last packet before the cut (≤ 20 ms before it), within ±1 s.
+        #expect(abs(seconds(cut, endedA) - 50) < 1, "A gave up after \(seconds(cut, endedA)) s")
+        #expect(abs(seconds(cut, endedB) - 50) < 1, "B gave up after \(seconds(cut, endedB)) s")
+        let sa = call.a.statistics()
+        #expect(sa.recovery.disruptions.last?.outcome == "gave up")
+        #expect(sa.recovery.restartsOffered >= 4)
+        #expect(call.states("A").suffix(3) == ["mediaDisrupted", "renewingMedia", "ended"])
+        for side in ["A", "B"] {
+            let reason = try #require(call.endReason(side))
+            #expect(reason.cause == .mediaTimeout)
+            #expect(reason.error?.code == .mediaTimeout && reason.error?.code.rawValue == 1004)
+            #expect(reason.error?.isTerminal == true && reason.error?.canRetry == true)
+        }
+        call.relay.stop()
     }
 }
