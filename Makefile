@@ -23,7 +23,7 @@ test-unit:
 	$(SWIFT) test --skip-build --no-parallel
 
 test-tsan:
-	$(SWIFT) test --scratch-path $(TSAN_SCRATCH) --sanitize=thread --no-parallel --filter 'TetherRealtimeTests|TetherICETests|TetherAudioTests'
+	$(SWIFT) test --scratch-path $(TSAN_SCRATCH) --sanitize=thread --no-parallel --filter 'TetherRealtimeTests|TetherICETests|TetherAudioTests|TetherFaultsTests|TetherNetworkMonitorTests'
 
 bench: setup
 	$(SWIFT) run -c release tether-bench
