@@ -201,14 +201,7 @@ public actor CallSession {
         if !controlling && !regather { return false }  // wait for the controlling side's offer
         let candidates: [String]
         if regather {
-            gathered = nil
-            transport.regather()
-            let timeout = Task { [weak self] in
-                guard (try? await Task.sleep(for: .seconds(10))) != nil else { return }
-                await self?.gatheringTimedOut()
-            }
-            let fresh = await waitForGathering()
-            timeout.cancel()
+            let fresh = await regatherCandidates()
             // No usable address (the network is down): nothing worth offering. The attempt times
             // out and is retried; a new address also triggers a fresh attempt through the monitor.
             guard let fresh, !fresh.isEmpty, !state.isEnded else { return false }
@@ -291,14 +284,7 @@ public actor CallSession {
                 regather = actions.contains(.answerRenewalOffer(regatherCandidates: true))
             }
             if regather {
-                gathered = nil
-                transport.regather()
-                let timeout = Task { [weak self] in
-                    guard (try? await Task.sleep(for: .seconds(10))) != nil else { return }
-                    await self?.gatheringTimedOut()
-                }
-                let fresh = await waitForGathering()
-                timeout.cancel()
+                let fresh = await regatherCandidates()
                 guard let fresh, !state.isEnded else { throw .invalidState("the call ended while ICE was gathering") }
                 candidates = fresh
             } else if let r = transport.restart() {
@@ -484,12 +470,7 @@ public actor CallSession {
         }
         transport = t
         t.gatherCandidates()
-        let timeout = Task { [weak self] in
-            guard (try? await Task.sleep(for: .seconds(10))) != nil else { return }
-            await self?.gatheringTimedOut()
-        }
-        let candidates = await waitForGathering()
-        timeout.cancel()
+        let candidates = await awaitGathering()
         guard !state.isEnded else { throw .invalidState("the call ended while ICE was gathering") }
         guard let candidates, !candidates.isEmpty else {
             throw TetherError(
@@ -497,6 +478,23 @@ public actor CallSession {
                 message: "ICE gathered no local candidate (local addresses: \(configuration.localAddresses))")
         }
         return candidates
+    }
+
+    /// Waits for the current gathering to finish, at most 10 s (nil on time-out or hang-up).
+    private func awaitGathering() async -> [String]? {
+        let timeout = Task { [weak self] in
+            guard (try? await Task.sleep(for: .seconds(10))) != nil else { return }
+            await self?.gatheringTimedOut()
+        }
+        defer { timeout.cancel() }
+        return await waitForGathering()
+    }
+
+    /// Gathers candidates again on a fresh ICE stream (after a local network change).
+    private func regatherCandidates() async -> [String]? {
+        gathered = nil
+        transport?.regather()
+        return await awaitGathering()
     }
 
     /// Waits for the current gathering to finish (candidates), or nil on time-out or hang-up.
