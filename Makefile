@@ -20,10 +20,10 @@ test: setup test-unit test-tsan
 
 test-unit:
 	$(SWIFT) build --build-tests
-	$(SWIFT) test --skip-build --no-parallel
+	scripts/with-test-audio.sh $(SWIFT) test --skip-build --no-parallel
 
 test-tsan:
-	$(SWIFT) test --scratch-path $(TSAN_SCRATCH) --sanitize=thread --no-parallel --filter 'TetherRealtimeTests|TetherICETests|TetherAudioTests|TetherFaultsTests|TetherNetworkMonitorTests'
+	scripts/with-test-audio.sh $(SWIFT) test --scratch-path $(TSAN_SCRATCH) --sanitize=thread --no-parallel --filter 'TetherRealtimeTests|TetherICETests|TetherAudioTests|TetherFaultsTests|TetherNetworkMonitorTests'
 
 bench: setup
 	$(SWIFT) run -c release tether-bench
