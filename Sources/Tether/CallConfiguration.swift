@@ -43,6 +43,9 @@ public struct CallConfiguration: Sendable {
     public var cname: String?
     /// When media counts as disrupted, when to renew it, how often to retry, when to give up.
     public var reconnection: ReconnectionPolicy
+    /// Whether the call must have a working capture device at start (otherwise it goes on
+    /// listen-only, sending silence, with a 2001 error event).
+    public var requiresCapture: Bool = false
     /// Whether to watch the local addresses and links (rtnetlink) and re-gather candidates with
     /// an ICE restart when an address the call uses goes away or a link goes down.
     public var followsNetworkChanges: Bool

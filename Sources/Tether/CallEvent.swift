@@ -1,3 +1,5 @@
+import TetherAudio
+
 /// What a `CallSession` reports on its `events` stream, in order.
 public enum CallEvent: Sendable {
     /// The call moved from one state to another, `secondsSinceStart` after the session was created.
@@ -11,6 +13,9 @@ public enum CallEvent: Sendable {
     /// The peer stopped (`true`) or resumed (`false`) receiving what we send, while our inbound
     /// media may be fine (one-way audio, seen in its RTCP reports).
     case outboundMediaChanged(disrupted: Bool)
+    /// A capture or playback device failed, recovered or moved (a failed capture device leaves
+    /// the call listen-only until it recovers; an `.error` event with code 2001/2002 comes too).
+    case audioDevice(AudioDirection, AudioDeviceEvent)
     /// ICE selected a candidate pair (local and remote `address:port` and candidate types).
     case candidatePairSelected(local: String, remote: String, localType: String, remoteType: String)
 }
@@ -33,4 +38,9 @@ public struct SessionDescriptionMessage: Sendable, Equatable {
         self.sdp = sdp
         self.isRestart = isRestart
     }
+}
+
+/// Capture or playback.
+public enum AudioDirection: String, Sendable, Equatable {
+    case capture, playback
 }

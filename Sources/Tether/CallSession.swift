@@ -42,6 +42,9 @@ public actor CallSession {
     private var mediaRunning = false
     private var sourceRunning = false
     private var sinkRunning = false
+    /// The capture and playback devices in use (changed by `setAudioSource`/`setAudioSink`).
+    private var currentSource: any AudioSource
+    private var currentSink: any AudioSink
     private var gathered: [String]?
     private var gatherWaiters: [CheckedContinuation<[String]?, Never>] = []
     private var timers: [Task<Void, Never>] = []
@@ -82,6 +85,8 @@ public actor CallSession {
     public init(configuration: CallConfiguration) throws(TetherError) {
         try configuration.validate()
         self.configuration = configuration
+        currentSource = configuration.audioSource
+        currentSink = configuration.audioSink
         createdAtNanoseconds = MonotonicClock.nanoseconds()
         let frameSamples = configuration.opus.samplesPerFrame
         captureRing = SPSCRing(capacity: Self.powerOfTwo(atLeast: frameSamples * 8))
@@ -93,7 +98,8 @@ public actor CallSession {
         statisticsContext = Mutex(
             StatisticsContext(
                 codec: "opus/48000/2", payloadType: 111, packetTimeMilliseconds: configuration.opus.frameDurationMilliseconds,
-                bitrate: configuration.opus.bitrateBitsPerSecond, suite: ""))
+                bitrate: configuration.opus.bitrateBitsPerSecond, suite: "", source: configuration.audioSource,
+                sink: configuration.audioSink))
         Task { [weak self] in
             for await event in internalEvents {
                 guard let self else { return }
@@ -107,9 +113,9 @@ public actor CallSession {
     deinit {
         if let id = networkSubscription { NetworkChangeHub.shared.unsubscribe(id) }
         for t in timers { t.cancel() }
-        if sourceRunning { configuration.audioSource.stop() }
+        if sourceRunning { currentSource.stop() }
         if mediaRunning { media?.stop(sendBye: false) }
-        if sinkRunning { configuration.audioSink.stop() }
+        if sinkRunning { currentSink.stop() }
         transport?.close()
         internalSink.finish()
         eventSink.finish()
@@ -337,11 +343,16 @@ public actor CallSession {
         feed(.weSendMedia(result.direction.isSending))
     }
 
-    /// Mutes or unmutes the microphone. Packets keep flowing (silence is encoded), so neither
-    /// side's media-loss detector fires.
+    /// Mutes or unmutes the microphone. Muting closes the capture stream (the microphone is
+    /// really released); packets keep flowing (silence is encoded on the media loop's own clock),
+    /// so neither side's media-loss detector fires. Unmuting reopens it.
     public func setMuted(_ muted: Bool) {
+        guard muted != isMuted else { return }
         isMuted = muted
         media?.muted.store(muted, ordering: .relaxed)
+        guard mediaRunning else { return }
+        // Muting releases the microphone; the media loop sends silence meanwhile.
+        if muted { stopSource() } else { startSource() }
     }
 
     /// Lets media flow: opens the audio source and sink and starts the media loop as soon as
@@ -372,8 +383,8 @@ public actor CallSession {
     public nonisolated func statistics() -> CallStatistics {
         let context = statisticsContext.withLock { $0 }
         let c = context.media?.counters.read() ?? MediaCounters()
-        let source = configuration.audioSource.statistics
-        let sink = configuration.audioSink.statistics
+        let source = context.source?.statistics ?? AudioDeviceStatistics()
+        let sink = context.sink?.statistics ?? AudioDeviceStatistics()
         return CallStatistics(
             codec: context.codec, payloadType: context.payloadType, packetTimeMilliseconds: context.packetTimeMilliseconds,
             targetBitrateBitsPerSecond: context.bitrate, srtpSuite: context.suite,
@@ -584,27 +595,11 @@ public actor CallSession {
 
     private func startMedia() throws(TetherError) {
         guard let media, !mediaRunning else { return }
-        let format = AudioFormat(frameDurationMilliseconds: configuration.opus.frameDurationMilliseconds)
-        do throws(AudioDeviceError) {
-            if !sinkRunning { try configuration.audioSink.start(AudioEndpoint(format: format, ring: playbackRing, wakeup: wakeup)) }
-            sinkRunning = true
-        } catch {
-            eventSink.yield(
-                .error(
-                    TetherError(
-                        code: .playbackDeviceFailed, isTerminal: false, canRetry: true,
-                        message: "playback '\(configuration.audioSink.name)' failed: \(error)", cause: error)))
-        }
-        do throws(AudioDeviceError) {
-            if !sourceRunning { try configuration.audioSource.start(AudioEndpoint(format: format, ring: captureRing, wakeup: wakeup)) }
-            sourceRunning = true
-        } catch {
-            eventSink.yield(
-                .error(
-                    TetherError(
-                        code: .captureDeviceFailed, isTerminal: false, canRetry: true,
-                        message: "capture '\(configuration.audioSource.name)' failed: \(error); the call goes on listen-only",
-                        cause: error)))
+        startSink()
+        if !isMuted && !startSource() && configuration.requiresCapture {
+            throw TetherError(
+                code: .captureDeviceFailed, isTerminal: false, canRetry: true,
+                message: "capture '\(currentSource.name)' cannot be opened and the configuration requires capture")
         }
         do throws(RealtimeThread.StartError) {
             try media.start()
@@ -632,6 +627,96 @@ public actor CallSession {
                 guard let self, let delay = await self.drive() else { return }
                 guard (try? await Task.sleep(for: .nanoseconds(delay))) != nil else { return }
             }
+        }
+    }
+
+    // MARK: Audio devices
+
+    private var audioFormat: AudioFormat { AudioFormat(frameDurationMilliseconds: configuration.opus.frameDurationMilliseconds) }
+
+    /// Opens the capture device; on failure the call goes on listen-only (silence is sent).
+    /// - Returns: whether capture runs.
+    @discardableResult
+    private func startSource() -> Bool {
+        guard !sourceRunning else { return true }
+        if let reporting = currentSource as? any AudioDeviceEventReporting {
+            reporting.setEventHandler { [weak self] event in Task { await self?.deviceEvent(event, capture: true) } }
+        }
+        do throws(AudioDeviceError) {
+            try currentSource.start(AudioEndpoint(format: audioFormat, ring: captureRing, wakeup: wakeup))
+            sourceRunning = true
+            media?.captureActive.store(true, ordering: .releasing)
+            return true
+        } catch {
+            media?.captureActive.store(false, ordering: .releasing)
+            eventSink.yield(
+                .error(
+                    TetherError(
+                        code: .captureDeviceFailed, isTerminal: false, canRetry: true,
+                        message: "capture '\(currentSource.name)' failed: \(error); the call goes on listen-only", cause: error)))
+            return false
+        }
+    }
+
+    private func stopSource() {
+        media?.captureActive.store(false, ordering: .releasing)
+        if sourceRunning { currentSource.stop() }
+        sourceRunning = false
+    }
+
+    private func startSink() {
+        guard !sinkRunning else { return }
+        if let reporting = currentSink as? any AudioDeviceEventReporting {
+            reporting.setEventHandler { [weak self] event in Task { await self?.deviceEvent(event, capture: false) } }
+        }
+        do throws(AudioDeviceError) {
+            try currentSink.start(AudioEndpoint(format: audioFormat, ring: playbackRing, wakeup: wakeup))
+            sinkRunning = true
+        } catch {
+            eventSink.yield(
+                .error(
+                    TetherError(
+                        code: .playbackDeviceFailed, isTerminal: false, canRetry: true,
+                        message: "playback '\(currentSink.name)' failed: \(error)", cause: error)))
+        }
+    }
+
+    /// Switches the capture device mid-call (the microphone stays released while muted).
+    public func setAudioSource(_ source: any AudioSource) {
+        let wasRunning = sourceRunning
+        stopSource()
+        currentSource = source
+        statisticsContext.withLock { $0.source = source }
+        if (wasRunning || mediaRunning) && !isMuted { startSource() }
+    }
+
+    /// Switches the playback device mid-call.
+    public func setAudioSink(_ sink: any AudioSink) {
+        let wasRunning = sinkRunning
+        if sinkRunning { currentSink.stop() }
+        sinkRunning = false
+        currentSink = sink
+        statisticsContext.withLock { $0.sink = sink }
+        if wasRunning || mediaRunning { startSink() }
+    }
+
+    /// A device reported a failure or a recovery.
+    private func deviceEvent(_ event: AudioDeviceEvent, capture: Bool) {
+        guard !state.isEnded else { return }
+        eventSink.yield(.audioDevice(capture ? .capture : .playback, event))
+        switch event {
+        case .failed(let error):
+            if capture { media?.captureActive.store(false, ordering: .releasing) }
+            eventSink.yield(
+                .error(
+                    TetherError(
+                        code: capture ? .captureDeviceFailed : .playbackDeviceFailed, isTerminal: false, canRetry: true,
+                        message: capture
+                            ? "capture '\(currentSource.name)' failed: \(error); the call goes on listen-only"
+                            : "playback '\(currentSink.name)' failed: \(error)",
+                        cause: error)))
+        case .recovered, .moved:
+            if capture && sourceRunning && !isMuted { media?.captureActive.store(true, ordering: .releasing) }
         }
     }
 
@@ -853,11 +938,11 @@ public actor CallSession {
         networkSubscription = nil
         for t in timers { t.cancel() }
         timers = []
-        if sourceRunning { configuration.audioSource.stop() }
+        if sourceRunning { currentSource.stop() }
         sourceRunning = false
         media?.stop(sendBye: sendBye && mediaRunning)
         mediaRunning = false
-        if sinkRunning { configuration.audioSink.stop() }
+        if sinkRunning { currentSink.stop() }
         sinkRunning = false
         transport?.close()
         gatheringTimedOut()
@@ -885,4 +970,6 @@ struct StatisticsContext {
     var localAddress = ""
     var remoteAddress = ""
     var recovery = CallRecovery()
+    var source: (any AudioSource)?
+    var sink: (any AudioSink)?
 }

@@ -48,6 +48,12 @@ final class MediaLoop: @unchecked Sendable {
     let sendsMedia: Atomic<Bool>
     /// Whether the microphone is muted (silence is sent instead). Relaxed, as above.
     let muted = Atomic<Bool>(false)
+    /// Whether a capture device feeds the capture ring. When false (muted with the microphone
+    /// released, capture device lost) the loop sends silence on its own clock. Release/acquire:
+    /// the session changes devices around it.
+    let captureActive = Atomic<Bool>(true)
+    /// Next instant a silence frame is due while no capture device runs (0: not running).
+    private var syntheticFrameAt: UInt64 = 0
     /// Our SSRC (random).
     let localSSRC: UInt32
 
@@ -154,7 +160,9 @@ final class MediaLoop: @unchecked Sendable {
             nextRTCP = now + nanoseconds(seconds: setup.rtcpIntervalSeconds * 0.5 * randomUnit(1))
             nextPublish = now
         }
-        return min(nextRTCP, nextPublish, now + frameNanoseconds)
+        var deadline = min(nextRTCP, nextPublish, now + frameNanoseconds)
+        if syntheticFrameAt != 0 { deadline = min(deadline, syntheticFrameAt) }
+        return deadline
     }
 
     /// One pass of the loop: received datagrams, captured frames, playout, RTCP and statistics.
@@ -303,56 +311,74 @@ final class MediaLoop: @unchecked Sendable {
     // MARK: Send
 
     private func sendCaptured(now: UInt64) {
-        let header = RTPHeader.fixedHeaderLength
-        while setup.captureRing.readAll(into: pcm) {
-            // On hold (sendonly from the peer's side / inactive): keep the clock, send nothing.
-            // Muted: the microphone's frame is replaced by silence, so packets (and the peer's
-            // liveness view of us) keep flowing.
-            if muted.load(ordering: .relaxed) { pcm.update(repeating: 0) }
-            guard sendsMedia.load(ordering: .relaxed) else {
-                rtpTimestamp &+= UInt32(frameSamples)
-                lastFrameWasDTX = true
-                continue
-            }
-            let payloadBytes: Int
-            do throws(OpusCodecError) {
-                payloadBytes = try setup.encoder.encode(
-                    UnsafePointer(pcm.baseAddress!),
-                    into: UnsafeMutableRawBufferPointer(rebasing: packet[header..<(header + 1275)]))
-            } catch {
-                rtpTimestamp &+= UInt32(frameSamples)
-                continue
-            }
-            // A 1–2 byte Opus packet is a DTX frame: nothing to send this period.
-            if payloadBytes <= 2 && setup.encoder.configuration.discontinuousTransmission {
-                lastFrameWasDTX = true
-                rtpTimestamp &+= UInt32(frameSamples)
-                continue
-            }
-            let h = RTPHeader(
-                marker: lastFrameWasDTX, payloadType: setup.payloadType, sequenceNumber: sequenceNumber,
-                timestamp: rtpTimestamp, ssrc: localSSRC)
-            _ = h.write(to: packet)
-            lastFrameWasDTX = false
-            var length = header + payloadBytes
-            do throws(SRTPError) {
-                length = try setup.outbound.protectRTP(packet, length: length)
-            } catch {
-                localSendFailures += 1
-                continue
-            }
-            if setup.transport.send(UnsafeRawBufferPointer(rebasing: packet[0..<length])) {
-                stats.packetsSent += 1
-                stats.bytesSent += payloadBytes
-                sentAnything = true
-            } else {
-                localSendFailures += 1
-            }
-            lastSentRTPTimestamp = rtpTimestamp
-            lastSentAtNanoseconds = now
-            sequenceNumber &+= 1
-            rtpTimestamp &+= UInt32(frameSamples)
+        if captureActive.load(ordering: .acquiring) {
+            syntheticFrameAt = 0
+            while setup.captureRing.readAll(into: pcm) { sendFrame(now: now) }
+            return
         }
+        // No capture device (muted, listen-only): keep sending silence on our own clock, so the
+        // peer's media-loss detector stays quiet and the RTP clock keeps running.
+        if syntheticFrameAt == 0 || now > syntheticFrameAt + 10 * frameNanoseconds {
+            _ = setup.captureRing.discard(setup.captureRing.availableToRead)
+            syntheticFrameAt = now
+        }
+        while now >= syntheticFrameAt {
+            pcm.update(repeating: 0)
+            sendFrame(now: now)
+            syntheticFrameAt += frameNanoseconds
+        }
+    }
+
+    /// Encodes, packetizes, protects and queues the frame in `pcm`.
+    private func sendFrame(now: UInt64) {
+        let header = RTPHeader.fixedHeaderLength
+        // On hold (sendonly from the peer's side / inactive): keep the clock, send nothing.
+        // Muted: the microphone's frame is replaced by silence, so packets (and the peer's
+        // liveness view of us) keep flowing.
+        if muted.load(ordering: .relaxed) { pcm.update(repeating: 0) }
+        guard sendsMedia.load(ordering: .relaxed) else {
+            rtpTimestamp &+= UInt32(frameSamples)
+            lastFrameWasDTX = true
+            return
+        }
+        let payloadBytes: Int
+        do throws(OpusCodecError) {
+            payloadBytes = try setup.encoder.encode(
+                UnsafePointer(pcm.baseAddress!),
+                into: UnsafeMutableRawBufferPointer(rebasing: packet[header..<(header + 1275)]))
+        } catch {
+            rtpTimestamp &+= UInt32(frameSamples)
+            return
+        }
+        // A 1–2 byte Opus packet is a DTX frame: nothing to send this period.
+        if payloadBytes <= 2 && setup.encoder.configuration.discontinuousTransmission {
+            lastFrameWasDTX = true
+            rtpTimestamp &+= UInt32(frameSamples)
+            return
+        }
+        let h = RTPHeader(
+            marker: lastFrameWasDTX, payloadType: setup.payloadType, sequenceNumber: sequenceNumber,
+            timestamp: rtpTimestamp, ssrc: localSSRC)
+        _ = h.write(to: packet)
+        lastFrameWasDTX = false
+        var length = header + payloadBytes
+        do throws(SRTPError) {
+            length = try setup.outbound.protectRTP(packet, length: length)
+        } catch {
+            localSendFailures += 1
+            return
+        }
+        if setup.transport.send(UnsafeRawBufferPointer(rebasing: packet[0..<length])) {
+            stats.packetsSent += 1
+            stats.bytesSent += payloadBytes
+            sentAnything = true
+        } else {
+            localSendFailures += 1
+        }
+        lastSentRTPTimestamp = rtpTimestamp
+        lastSentAtNanoseconds = now
+        sequenceNumber &+= 1
+        rtpTimestamp &+= UInt32(frameSamples)
     }
 
     private func sendRTCP(now: UInt64, bye: Bool) {

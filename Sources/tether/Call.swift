@@ -140,6 +140,14 @@ struct Call: AsyncParsableCommand {
                 Log.error(e.description)
             case .statistics(let s):
                 output.write(StatisticsJSON.object(s))
+            case .audioDevice(let direction, let deviceEvent):
+                var line: [String: Any] = ["type": "device", "direction": direction.rawValue]
+                switch deviceEvent {
+                case .failed(let e): line["event"] = "failed"; line["message"] = "\(e)"
+                case .recovered(let name): line["event"] = "recovered"; line["device"] = name
+                case .moved(let name): line["event"] = "moved"; line["device"] = name
+                }
+                output.write(line)
             case .outboundMediaChanged(let disrupted):
                 output.write(["type": "outbound", "disrupted": disrupted])
                 Log.info(disrupted ? "the peer stopped receiving our media" : "the peer receives our media again")

@@ -141,6 +141,8 @@ final class Timeline: Sendable {
             note(side, "ICE pair \(local) (\(lt)) ⇄ \(remote) (\(rt))")
         case .error(let error):
             note(side, "error: \(error)")
+        case .audioDevice(let direction, let deviceEvent):
+            note(side, "\(direction.rawValue) device: \(deviceEvent)")
         case .outboundMediaChanged(let disrupted):
             note(side, disrupted ? "the peer stopped receiving our media" : "the peer receives our media again")
         case .localDescription(let d):

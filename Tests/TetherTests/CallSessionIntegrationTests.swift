@@ -224,3 +224,52 @@ struct CallSessionDirectionTests {
         await b.hangUp()
     }
 }
+
+@Suite("CallSession mute and devices")
+struct CallSessionMuteTests {
+    @Test func muteReleasesTheCaptureDeviceAndThePeerSeesNoDisruption() async throws {
+        let source = TestSignalSource(frequencyHertz: 440)
+        let a = try CallSession(configuration: CallConfiguration(audioSource: source, localAddresses: ["127.0.0.1"], statisticsIntervalSeconds: 0))
+        let b = try CallSession(configuration: CallConfiguration(localAddresses: ["127.0.0.1"], statisticsIntervalSeconds: 0))
+        let rb = EventRecorder(b)
+        try await a.start()
+        try await b.start()
+        try await a.applyAnswer(try await b.acceptOffer(try await a.makeOffer()))
+        #expect(await rb.waitFor("established", timeoutSeconds: 5) != nil)
+        await a.setMuted(true)
+        let framesAtMute = source.statistics.framesTransferred
+        let receivedAtMute = b.statistics().packetsReceived
+        try await Task.sleep(for: .seconds(2.5))
+        // The capture device is closed: it produced nothing more…
+        #expect(source.statistics.framesTransferred <= framesAtMute + 1)
+        // …yet packets (encoded silence) kept flowing, so the peer never saw a disruption.
+        #expect(b.statistics().packetsReceived - receivedAtMute > 100)
+        #expect(!rb.stateNames.contains("mediaDisrupted"))
+        await a.setMuted(false)
+        try await Task.sleep(for: .milliseconds(500))
+        #expect(source.statistics.framesTransferred > framesAtMute + 10)
+        await a.hangUp()
+        await b.hangUp()
+    }
+
+    @Test func captureThatCannotOpenGoesListenOnlyWithAnErrorEvent() async throws {
+        let a = try CallSession(
+            configuration: CallConfiguration(
+                audioSource: WAVFileSource(path: "/nonexistent/tether.wav"), localAddresses: ["127.0.0.1"], statisticsIntervalSeconds: 0))
+        let b = try CallSession(configuration: CallConfiguration(localAddresses: ["127.0.0.1"], statisticsIntervalSeconds: 0))
+        let ra = EventRecorder(a)
+        let rb = EventRecorder(b)
+        try await a.start()
+        try await b.start()
+        try await a.applyAnswer(try await b.acceptOffer(try await a.makeOffer()))
+        #expect(await rb.waitFor("established", timeoutSeconds: 5) != nil)
+        #expect(await ra.waitFor("established", timeoutSeconds: 5) != nil)
+        let error = ra.recordedErrors.first { $0.code == .captureDeviceFailed }
+        #expect(error != nil && error?.isTerminal == false)
+        try await Task.sleep(for: .seconds(1.5))
+        #expect(!rb.stateNames.contains("mediaDisrupted"))  // listen-only still sends silence
+        #expect(b.statistics().packetsReceived > 50)
+        await a.hangUp()
+        await b.hangUp()
+    }
+}
