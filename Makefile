@@ -20,10 +20,10 @@ test: setup test-unit test-tsan
 
 test-unit:
 	$(SWIFT) build --build-tests
-	scripts/with-test-audio.sh $(SWIFT) test --skip-build --no-parallel
+	$(SWIFT) test --skip-build --no-parallel
 
 test-tsan:
-	scripts/with-test-audio.sh $(SWIFT) test --scratch-path $(TSAN_SCRATCH) --sanitize=thread --no-parallel --filter 'TetherRealtimeTests|TetherICETests|TetherAudioTests|TetherFaultsTests|TetherNetworkMonitorTests'
+	$(SWIFT) test --scratch-path $(TSAN_SCRATCH) --sanitize=thread --no-parallel --filter 'TetherRealtimeTests|TetherICETests|TetherAudioTests|TetherFaultsTests|TetherNetworkMonitorTests'
 
 bench: setup
 	$(SWIFT) run -c release tether-bench
@@ -33,3 +33,7 @@ format:
 
 clean:
 	rm -rf .build $(TSAN_SCRATCH)
+
+# Real-device tests (PulseAudio/ALSA through a private daemon); not yet part of `make test`.
+test-devices:
+	scripts/with-test-audio.sh $(SWIFT) test --skip-build --no-parallel --filter 'PulseAudio|ALSA|DeviceCallTests'

@@ -16,6 +16,11 @@ public enum AudioDeviceError: Error, Sendable, Equatable, CustomStringConvertibl
     case alreadyStarted(name: String)
     /// The device thread could not be created (`code` is the `pthread_create` errno value).
     case deviceThreadFailed(code: Int32)
+    /// The named device could not be opened or configured, or was lost while running
+    /// (`reason` is the backend's message).
+    case deviceUnavailable(name: String, reason: String)
+    /// The audio backend itself failed (sound server unreachable, library error).
+    case backendFailed(reason: String)
 
     public var description: String {
         switch self {
@@ -35,6 +40,10 @@ public enum AudioDeviceError: Error, Sendable, Equatable, CustomStringConvertibl
             "\(name) is already started"
         case let .deviceThreadFailed(code):
             "cannot create the device thread: \(SystemError.message(code))"
+        case let .deviceUnavailable(name, reason):
+            "audio device \(name) is unavailable: \(reason)"
+        case let .backendFailed(reason):
+            "audio backend failed: \(reason)"
         }
     }
 }

@@ -27,11 +27,17 @@ struct Call: AsyncParsableCommand {
     @Option(help: "offer (sends the first offer; ICE-controlling) or answer (waits for an offer on stdin).")
     var role: Role
 
-    @Option(help: "Audio in: tone[:HERTZ[:DBFS]] or wav:PATH.")
+    @Option(help: "Audio in: tone[:HERTZ[:DBFS]], wav:PATH, pulse[:SOURCE] (default source if no name), alsa[:PCM].")
     var input: String = "tone:440:-12"
 
-    @Option(help: "Audio out: discard or wav:PATH.")
+    @Option(help: "Audio out: discard, wav:PATH, pulse[:SINK] (default sink if no name), alsa[:PCM].")
     var output: String = "discard"
+
+    @Option(help: "Device period in milliseconds for pulse/alsa devices (10 or 20).")
+    var period: Int = 20
+
+    @Flag(help: "Fail instead of going listen-only when the capture device cannot be opened.")
+    var requireCapture = false
 
     @Option(name: .customLong("local-address"), help: "Local IP address for host candidates (repeatable; default: every interface but loopback).")
     var localAddresses: [String] = []
@@ -104,8 +110,9 @@ struct Call: AsyncParsableCommand {
 
     func makeConfiguration() throws -> CallConfiguration {
         var c = CallConfiguration()
-        c.audioSource = try AudioEndpointSpec.source(input)
-        c.audioSink = try AudioEndpointSpec.sink(output)
+        c.audioSource = try AudioEndpointSpec.source(input, periodMilliseconds: period)
+        c.audioSink = try AudioEndpointSpec.sink(output, periodMilliseconds: period)
+        c.requiresCapture = requireCapture
         c.opus = OpusSettings(frameDurationMilliseconds: ptime)
         c.localAddresses = localAddresses
         c.statisticsIntervalSeconds = statisticsInterval
@@ -260,9 +267,9 @@ enum Log {
     static func error(_ s: String) { FileHandle.standardError.write(Data(("tether: error: " + s + "\n").utf8)) }
 }
 
-/// `tone[:HZ[:DBFS]]`, `wav:PATH`, `discard`.
+/// `tone[:HZ[:DBFS]]`, `wav:PATH`, `pulse[:NAME]`, `alsa[:PCM]`, `discard`.
 enum AudioEndpointSpec {
-    static func source(_ spec: String) throws -> any AudioSource {
+    static func source(_ spec: String, periodMilliseconds: Int = 20) throws -> any AudioSource {
         let parts = spec.split(separator: ":", maxSplits: 2).map(String.init)
         switch parts.first {
         case "tone":
@@ -271,16 +278,31 @@ enum AudioEndpointSpec {
             guard let f, let l else { throw ValidationError("--input \(spec): expected tone[:HERTZ[:DBFS]]") }
             return TestSignalSource(frequencyHertz: f, levelDBFS: l)
         case "wav" where parts.count > 1:
-            return WAVFileSource(path: parts.dropFirst().joined(separator: ":"), loop: true)
+            return WAVFileSource(path: String(spec.dropFirst(4)), loop: true)
+        case "pulse":
+            return PulseAudioCapture(deviceName: device(spec, prefix: "pulse"), periodMilliseconds: periodMilliseconds)
+        case "alsa":
+            return ALSACapture(pcmName: device(spec, prefix: "alsa") ?? "default", periodMilliseconds: periodMilliseconds)
         default:
-            throw ValidationError("--input \(spec): expected tone[:HERTZ[:DBFS]] or wav:PATH")
+            throw ValidationError("--input \(spec): expected tone[:HERTZ[:DBFS]], wav:PATH, pulse[:SOURCE] or alsa[:PCM]")
         }
     }
 
-    static func sink(_ spec: String) throws -> any AudioSink {
+    static func sink(_ spec: String, periodMilliseconds: Int = 20) throws -> any AudioSink {
         if spec == "discard" { return DiscardSink() }
         if spec.hasPrefix("wav:") { return WAVFileSink(path: String(spec.dropFirst(4))) }
-        throw ValidationError("--output \(spec): expected discard or wav:PATH")
+        if spec == "pulse" || spec.hasPrefix("pulse:") {
+            return PulseAudioPlayback(deviceName: device(spec, prefix: "pulse"), periodMilliseconds: periodMilliseconds)
+        }
+        if spec == "alsa" || spec.hasPrefix("alsa:") {
+            return ALSAPlayback(pcmName: device(spec, prefix: "alsa") ?? "default", periodMilliseconds: periodMilliseconds)
+        }
+        throw ValidationError("--output \(spec): expected discard, wav:PATH, pulse[:SINK] or alsa[:PCM]")
+    }
+
+    /// The device name after `prefix:`, or nil for the bare prefix (the system default).
+    private static func device(_ spec: String, prefix: String) -> String? {
+        spec.count > prefix.count + 1 ? String(spec.dropFirst(prefix.count + 1)) : nil
     }
 }
 

@@ -44,6 +44,21 @@ struct Demo: AsyncParsableCommand {
     @Option(help: "Seed of the relay's loss pattern.")
     var seed: UInt64 = 1
 
+    @Option(help: "Side A's audio in instead of its tone: wav:PATH, pulse[:SOURCE], alsa[:PCM].")
+    var inputA: String?
+
+    @Option(help: "Side A's audio out instead of its WAV file: discard, wav:PATH, pulse[:SINK], alsa[:PCM].")
+    var outputA: String?
+
+    @Option(help: "Side B's audio in instead of its tone.")
+    var inputB: String?
+
+    @Option(help: "Side B's audio out instead of its WAV file.")
+    var outputB: String?
+
+    @Option(help: "Device period in milliseconds for pulse/alsa devices (10 or 20).")
+    var period: Int = 20
+
     func validate() throws {
         guard duration > 0 && duration <= 3600 else { throw ValidationError("--duration must be in (0, 3600]") }
         if let outage, !(outage > 0 && outage <= 600) { throw ValidationError("--outage must be in (0, 600]") }
@@ -61,11 +76,15 @@ struct Demo: AsyncParsableCommand {
         relay?.updateImpairments { $0.lossPercent = loss }
         let a = try CallSession(
             configuration: CallConfiguration(
-                audioSource: TestSignalSource(frequencyHertz: aFrequency, levelDBFS: level), audioSink: WAVFileSink(path: aWAV),
+                audioSource: try inputA.map { try AudioEndpointSpec.source($0, periodMilliseconds: period) }
+                    ?? TestSignalSource(frequencyHertz: aFrequency, levelDBFS: level),
+                audioSink: try outputA.map { try AudioEndpointSpec.sink($0, periodMilliseconds: period) } ?? WAVFileSink(path: aWAV),
                 opus: opus, localAddresses: ["127.0.0.1"], statisticsIntervalSeconds: 0, cname: "demo-a"))
         let b = try CallSession(
             configuration: CallConfiguration(
-                audioSource: TestSignalSource(frequencyHertz: bFrequency, levelDBFS: level), audioSink: WAVFileSink(path: bWAV),
+                audioSource: try inputB.map { try AudioEndpointSpec.source($0, periodMilliseconds: period) }
+                    ?? TestSignalSource(frequencyHertz: bFrequency, levelDBFS: level),
+                audioSink: try outputB.map { try AudioEndpointSpec.sink($0, periodMilliseconds: period) } ?? WAVFileSink(path: bWAV),
                 opus: opus, localAddresses: ["127.0.0.1"], statisticsIntervalSeconds: 0, cname: "demo-b"))
         var plan = "A sends \(Int(aFrequency)) Hz, B sends \(Int(bFrequency)) Hz at \(level) dBFS over ICE on 127.0.0.1"
         if let relay { plan += " through the impairment relay (ports \(relay.portA)/\(relay.portB))" }
@@ -116,7 +135,8 @@ struct Demo: AsyncParsableCommand {
         for problem in signaling.errors { print("signaling: \(problem)") }
         print("")
         print("Received audio\(impaired ? " (the impairment is in it; level not judged)" : ""):")
-        for (side, path, expected) in [("A", aWAV, bFrequency), ("B", bWAV, aFrequency)] {
+        for (side, path, expected) in [("A", aWAV, bFrequency), ("B", bWAV, aFrequency)]
+        where FileManager.default.fileExists(atPath: path) && (side == "A" ? outputA == nil : outputB == nil) {
             print(
                 "  \(side) \(path): "
                     + AudioCheck.describe(path: path, expectedFrequencyHertz: expected, expectedLevelDBFS: impaired ? nil : level))

@@ -6,6 +6,6 @@ struct TetherCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "tether",
         abstract: "Tether: the real-time audio media layer of a Linux softphone.",
-        subcommands: [Demo.self, Call.self],
+        subcommands: [Demo.self, Call.self, Devices.self],
         defaultSubcommand: Demo.self)
 }

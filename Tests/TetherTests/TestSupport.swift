@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import Tether
+import TetherAudio
 import TetherRealtime
 
 /// Records a session's events and lets a test await a state.
@@ -8,6 +9,7 @@ final class EventRecorder: Sendable {
     private final class Store: Sendable {
         let states = Mutex<[(CallState, Double)]>([])
         let errors = Mutex<[TetherError]>([])
+        let devices = Mutex<[(AudioDirection, AudioDeviceEvent)]>([])
         let wakeup = Wakeup()
     }
 
@@ -21,6 +23,7 @@ final class EventRecorder: Sendable {
                 switch event {
                 case .stateChanged(_, let to, let t): store.states.withLock { $0.append((to, t)) }
                 case .error(let e): store.errors.withLock { $0.append(e) }
+                case .audioDevice(let d, let e): store.devices.withLock { $0.append((d, e)) }
                 default: break
                 }
                 store.wakeup.signal()
@@ -33,6 +36,17 @@ final class EventRecorder: Sendable {
 
     var stateNames: [String] { store.states.withLock { $0.map { $0.0.name } } }
     var recordedErrors: [TetherError] { store.errors.withLock { $0 } }
+    var deviceEvents: [(AudioDirection, AudioDeviceEvent)] { store.devices.withLock { $0 } }
+
+    /// Waits until `count` device events match `match`.
+    func waitForDeviceEvent(timeoutSeconds: Double, _ match: @escaping (AudioDirection, AudioDeviceEvent) -> Bool) async -> Bool {
+        let deadline = MonotonicClock.nanoseconds() + UInt64(timeoutSeconds * 1e9)
+        while MonotonicClock.nanoseconds() < deadline {
+            if deviceEvents.contains(where: { match($0.0, $0.1) }) { return true }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        return false
+    }
 
     /// Seconds since session creation at which `name` was first entered, waiting up to `timeoutSeconds`.
     func waitFor(_ name: String, timeoutSeconds: Double) async -> Double? {

@@ -1,0 +1,273 @@
+import Glibc
+import Synchronization
+import Testing
+import TetherAudio
+import TetherRealtime
+
+/// The PulseAudio backend against a real daemon (run through `scripts/with-test-audio.sh`).
+/// Serialized: several tests play into the default sink `spk` whose monitor another one records.
+@Suite(
+    "PulseAudio devices", .serialized,
+    .enabled(if: PulseTestEnvironment.audioEnabled, "needs scripts/with-test-audio.sh"))
+struct PulseAudioDeviceTests {
+    @Test("a 1 kHz tone played on spk is captured from spk.monitor at its frequency and level")
+    func toneLoopback() throws {
+        let captureEndpoint = AudioEndpoint(ringCapacityFrames: 128)
+        let capture = PulseAudioCapture(deviceName: "spk.monitor")
+        try capture.start(captureEndpoint)
+        defer { capture.stop() }
+
+        let playbackEndpoint = AudioEndpoint(ringCapacityFrames: 16)
+        let playback = PulseAudioPlayback(deviceName: "spk")
+        let feeder = PulseTestFeeder(endpoint: playbackEndpoint, frequencyHertz: 1_000, levelDBFS: -12)
+        feeder.start()
+        defer { feeder.stop() }
+        try playback.start(playbackEndpoint)
+        defer { playback.stop() }
+
+        let captured = captureFrames(from: captureEndpoint, seconds: 15, frameLimit: 125)
+        try #require(captured.frames == 125)
+        // The first frames may hold silence from before the tone reached the sink.
+        let tail = Array(captured.samples.suffix(50 * 960))
+        let frequencyHertz = try #require(ToneAnalysis.dominantFrequencyHertz(tail, sampleRateHertz: 48_000))
+        #expect(abs(frequencyHertz - 1_000) <= 2)
+        #expect(abs(ToneAnalysis.rmsDBFS(tail) - -12) <= 1.5)
+        #expect(playback.statistics.framesTransferred > 50)
+        #expect(capture.statistics.framesTransferred >= 125)
+        #expect(playback.statistics.scheduling != .notStarted)
+        #expect(capture.statistics.scheduling != .notStarted)
+    }
+
+    @Test("enumeration lists the test sinks, their monitors and the defaults")
+    func enumeration() throws {
+        let devices = try PulseAudioDevices.list()
+        func find(_ name: String, _ direction: AudioDeviceInfo.Direction) -> AudioDeviceInfo? {
+            devices.first { $0.name == name && $0.direction == direction }
+        }
+        #expect(devices.allSatisfy { $0.backend == "pulse" })
+        let spk = try #require(find("spk", .playback))
+        #expect(spk.isDefault && !spk.isMonitor && spk.description == "Speaker")
+        let spk2 = try #require(find("spk2", .playback))
+        #expect(!spk2.isDefault && spk2.description == "Headset")
+        let mic = try #require(find("mic", .playback))
+        #expect(!mic.isDefault)
+        let micMonitor = try #require(find("mic.monitor", .capture))
+        #expect(micMonitor.isDefault && micMonitor.isMonitor)
+        let spkMonitor = try #require(find("spk.monitor", .capture))
+        #expect(!spkMonitor.isDefault && spkMonitor.isMonitor)
+        #expect(devices.filter { $0.isDefault }.count == 2)
+    }
+
+    @Test("a device name that does not exist makes start throw")
+    func missingDeviceThrows() {
+        let capture = PulseAudioCapture(deviceName: "tether-no-such-source")
+        #expect(throws: AudioDeviceError.deviceUnavailable(
+            name: "tether-no-such-source", reason: "no PulseAudio source of that name")) {
+            try capture.start(AudioEndpoint())
+        }
+        capture.stop()
+        let playback = PulseAudioPlayback(deviceName: "tether-no-such-sink")
+        #expect(throws: AudioDeviceError.deviceUnavailable(
+            name: "tether-no-such-sink", reason: "no PulseAudio sink of that name")) {
+            try playback.start(AudioEndpoint())
+        }
+    }
+
+    @Test("capture from the default source stops, starts again and refuses a second start")
+    func restart() throws {
+        let capture = PulseAudioCapture()
+        for _ in 0..<2 {
+            let endpoint = AudioEndpoint(ringCapacityFrames: 64)
+            try capture.start(endpoint)
+            #expect(throws: AudioDeviceError.self) { try capture.start(endpoint) }
+            let captured = captureFrames(from: endpoint, seconds: 10, frameLimit: 5)
+            #expect(captured.frames == 5)
+            capture.stop()
+            capture.stop()
+        }
+    }
+
+    @Test("capture reports .failed when its device is unloaded, then .recovered and data when it returns")
+    func captureDeviceRemovedAndBack() throws {
+        let sinkName = "tether_tmp_cap_\(getpid())"
+        let sourceName = "\(sinkName).monitor"
+        var module = try #require(PulseControl.loadNullSink(sinkName))
+        defer { PulseControl.unloadModule(module) }
+        let recorder = PulseEventRecorder()
+        let capture = PulseAudioCapture(deviceName: sourceName, periodMilliseconds: 10)
+        capture.setEventHandler(recorder.record)
+        let endpoint = AudioEndpoint(ringCapacityFrames: 64)
+        try capture.start(endpoint)
+        defer { capture.stop() }
+        #expect(captureFrames(from: endpoint, seconds: 10, frameLimit: 5).frames == 5)
+
+        PulseControl.unloadModule(module)
+        let failed = recorder.wait(seconds: 10) {
+            if case let .failed(.deviceUnavailable(name, _)) = $0 { name == sourceName } else { false }
+        }
+        #expect(failed != nil)
+
+        module = try #require(PulseControl.loadNullSink(sinkName))
+        let recovered = recorder.wait(seconds: 10) { $0 == .recovered(deviceName: sourceName) }
+        #expect(recovered != nil)
+        pulseDrain(endpoint)
+        let before = capture.statistics.framesTransferred
+        #expect(captureFrames(from: endpoint, seconds: 10, frameLimit: 5).frames == 5)
+        #expect(capture.statistics.framesTransferred > before)
+    }
+
+    @Test("playback on a removed sink falls back to the default sink, keeps playing, and returns")
+    func playbackFallsBack() throws {
+        let sinkName = "tether_tmp_play_\(getpid())"
+        var module = try #require(PulseControl.loadNullSink(sinkName))
+        defer { PulseControl.unloadModule(module) }
+        let recorder = PulseEventRecorder()
+        let playback = PulseAudioPlayback(deviceName: sinkName)
+        playback.setEventHandler(recorder.record)
+        let endpoint = AudioEndpoint(ringCapacityFrames: 16)
+        let feeder = PulseTestFeeder(endpoint: endpoint, frequencyHertz: 0, levelDBFS: -.infinity)
+        feeder.start()
+        defer { feeder.stop() }
+        try playback.start(endpoint)
+        defer { playback.stop() }
+        #expect(pulseWaitUntil(seconds: 10) { playback.statistics.framesTransferred >= 10 })
+
+        PulseControl.unloadModule(module)
+        let failed = recorder.wait(seconds: 10) {
+            if case let .failed(.deviceUnavailable(name, _)) = $0 { name == sinkName } else { false }
+        }
+        #expect(failed != nil)
+        let moved = recorder.wait(seconds: 10) { $0 == .moved(deviceName: "spk") }
+        #expect(moved != nil)
+        let afterMove = playback.statistics.framesTransferred
+        #expect(pulseWaitUntil(seconds: 10) { playback.statistics.framesTransferred >= afterMove + 10 })
+
+        module = try #require(PulseControl.loadNullSink(sinkName))
+        let recovered = recorder.wait(seconds: 10) { $0 == .recovered(deviceName: sinkName) }
+        #expect(recovered != nil)
+        let afterReturn = playback.statistics.framesTransferred
+        #expect(pulseWaitUntil(seconds: 10) { playback.statistics.framesTransferred >= afterReturn + 10 })
+    }
+}
+
+// MARK: - Helpers
+
+/// Whether `scripts/with-test-audio.sh` provides the test daemon.
+enum PulseTestEnvironment {
+    static var audioEnabled: Bool {
+        guard let value = getenv("TETHER_TEST_AUDIO") else { return false }
+        return String(cString: value) == "1"
+    }
+}
+
+/// Collects device events and lets a test wait for one.
+final class PulseEventRecorder: Sendable {
+    private let events = Mutex<[AudioDeviceEvent]>([])
+    private let arrived = Wakeup()
+
+    /// The event handler.
+    var record: @Sendable (AudioDeviceEvent) -> Void {
+        { [self] event in
+            events.withLock { $0.append(event) }
+            arrived.signal()
+        }
+    }
+
+    /// The first event recorded so far or within `seconds` that matches, or `nil`.
+    func wait(seconds: Double, where matches: (AudioDeviceEvent) -> Bool) -> AudioDeviceEvent? {
+        let limit = deadline(afterSeconds: seconds)
+        while true {
+            if let event = events.withLock({ $0.first(where: matches) }) { return event }
+            if MonotonicClock.nanoseconds() >= limit { return nil }
+            arrived.wait(untilMonotonicNanoseconds: limit)
+        }
+    }
+}
+
+/// A media-loop-like producer for a playback endpoint: keeps up to four frames of a continuous
+/// sine (or silence) in the ring, topping it up whenever the sink signals.
+final class PulseTestFeeder: Sendable {
+    private let thread = RealtimeThread(name: "pa-test-feed", realtimePriority: 0)
+    private let endpoint: AudioEndpoint
+    private let amplitude: Double
+    private let cyclesPerSample: Double
+
+    init(endpoint: AudioEndpoint, frequencyHertz: Double, levelDBFS: Double) {
+        self.endpoint = endpoint
+        amplitude = 32_767 * pow(10, levelDBFS / 20)
+        cyclesPerSample = frequencyHertz / Double(endpoint.format.sampleRateHertz)
+    }
+
+    func start() {
+        let endpoint = endpoint
+        let amplitude = amplitude
+        let cyclesPerSample = cyclesPerSample
+        try! thread.start { thread in
+            let samplesPerFrame = endpoint.format.samplesPerFrame
+            var frame = [Int16](repeating: 0, count: samplesPerFrame)
+            var sampleIndex = 0
+            while !thread.isStopRequested {
+                while endpoint.ring.availableToRead < 4 * samplesPerFrame,
+                    endpoint.ring.availableToWrite >= samplesPerFrame
+                {
+                    for i in 0..<samplesPerFrame {
+                        let cycles = Double(sampleIndex) * cyclesPerSample
+                        frame[i] = Int16((amplitude * sin(2 * Double.pi * (cycles - cycles.rounded(.down)))).rounded())
+                        sampleIndex += 1
+                    }
+                    push(frame, into: endpoint.ring)
+                }
+                endpoint.wakeup.wait(untilMonotonicNanoseconds: deadline(afterSeconds: 0.02))
+            }
+        }
+    }
+
+    func stop() { thread.stop() }
+}
+
+/// `pactl` commands for the test daemon.
+enum PulseControl {
+    /// Loads a 48 kHz mono null sink; returns its module index.
+    static func loadNullSink(_ name: String) -> String? {
+        let (status, output) = run(
+            "pactl load-module module-null-sink sink_name=\(name) rate=48000 channels=1 format=s16le")
+        let index = output.filter { !$0.isWhitespace }
+        return status == 0 && !index.isEmpty ? index : nil
+    }
+
+    /// Unloads a module (ignoring a module already gone).
+    static func unloadModule(_ index: String) {
+        _ = run("pactl unload-module \(index) 2>/dev/null")
+    }
+
+    /// Runs a shell command; returns its exit status and standard output.
+    static func run(_ command: String) -> (status: Int32, output: String) {
+        guard let pipe = popen(command, "r") else { return (-1, "") }
+        var output: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let count = fread(&buffer, 1, buffer.count, pipe)
+            if count == 0 { break }
+            output += buffer[0..<count]
+        }
+        let status = pclose(pipe)
+        return ((status >> 8) & 0xFF, String(decoding: output, as: UTF8.self))
+    }
+}
+
+/// Polls `condition` every 10 ms until it holds or `seconds` pass.
+func pulseWaitUntil(seconds: Double, _ condition: () -> Bool) -> Bool {
+    let limit = deadline(afterSeconds: seconds)
+    while !condition() {
+        if MonotonicClock.nanoseconds() >= limit { return false }
+        usleep(10_000)
+    }
+    return true
+}
+
+/// Empties a capture endpoint's ring and wake-up.
+func pulseDrain(_ endpoint: AudioEndpoint) {
+    var frame = [Int16](repeating: 0, count: endpoint.format.samplesPerFrame)
+    while frame.withUnsafeMutableBufferPointer({ endpoint.ring.readAll(into: $0) }) {}
+    endpoint.wakeup.drain()
+}

@@ -1,0 +1,275 @@
+import Foundation
+import Testing
+import TetherAudio
+import TetherRealtime
+
+@testable import Tether
+
+/// Whether the private PulseAudio daemon of scripts/with-test-audio.sh is running.
+let testAudioAvailable = ProcessInfo.processInfo.environment["TETHER_TEST_AUDIO"] == "1"
+
+/// Plays a tone into a PulseAudio sink (for example `mic`, whose monitor is the "microphone").
+final class TonePlayer: Sendable {
+    let source: TestSignalSource
+    let sink: PulseAudioPlayback
+
+    init(sink name: String, frequencyHertz: Double, levelDBFS: Double = -12) throws {
+        source = TestSignalSource(frequencyHertz: frequencyHertz, levelDBFS: levelDBFS)
+        sink = PulseAudioPlayback(deviceName: name, periodMilliseconds: 20)
+        let endpoint = AudioEndpoint(ringCapacityFrames: 16)
+        try sink.start(endpoint)
+        try source.start(endpoint)
+    }
+
+    func stop() {
+        source.stop()
+        sink.stop()
+    }
+}
+
+/// Records a PulseAudio source (for example `spk.monitor`) into a WAV file.
+final class MonitorRecorder: Sendable {
+    let capture: PulseAudioCapture
+    let file: WAVFileSink
+    let path: String
+
+    init(source name: String, path: String) throws {
+        self.path = path
+        capture = PulseAudioCapture(deviceName: name, periodMilliseconds: 20)
+        file = WAVFileSink(path: path)
+        let endpoint = AudioEndpoint(ringCapacityFrames: 16)
+        try file.start(endpoint)
+        try capture.start(endpoint)
+    }
+
+    /// Stops and returns the last `seconds` of what was recorded.
+    func finish(lastSeconds: Double) throws -> [Int16] {
+        capture.stop()
+        file.stop()
+        let (samples, rate) = try WAVFile.read(path: path)
+        return Array(samples.suffix(Int(Double(rate) * lastSeconds)))
+    }
+}
+
+@discardableResult
+func pactl(_ arguments: String...) -> (status: Int32, output: String) {
+    let p = Process()
+    p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+    p.arguments = ["pactl"] + arguments
+    let out = Pipe()
+    p.standardOutput = out
+    p.standardError = FileHandle.nullDevice
+    do { try p.run() } catch { return (-1, "") }
+    let data = out.fileHandleForReading.readDataToEndOfFile()
+    p.waitUntilExit()
+    return (p.terminationStatus, String(decoding: data, as: UTF8.self))
+}
+
+/// Starts a long-running command in the background through `sh` and returns its process ID.
+/// (Not a Foundation `Process`: its reaper waits on one long-lived child at a time, which leaves
+/// later short-lived children unreaped and their `waitUntilExit` hanging.)
+func spawnInBackground(_ command: String) -> Int32? {
+    // The process ID goes through a file: a pipe would stay open in the background child.
+    let pidFile = NSTemporaryDirectory() + "tether-spawn-\(UUID().uuidString)"
+    defer { try? FileManager.default.removeItem(atPath: pidFile) }
+    let p = Process()
+    p.executableURL = URL(fileURLWithPath: "/bin/sh")
+    p.arguments = ["-c", command + " </dev/null >/dev/null 2>&1 & echo $! > \(pidFile)"]
+    p.standardInput = FileHandle.nullDevice
+    p.standardOutput = FileHandle.nullDevice
+    p.standardError = FileHandle.nullDevice
+    do { try p.run() } catch { return nil }
+    p.waitUntilExit()
+    return (try? String(contentsOfFile: pidFile, encoding: .utf8)).flatMap { Int32($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+}
+
+/// A background keeper process; `terminate()` ends it.
+struct Keeper {
+    let pid: Int32?
+    func terminate() { if let pid { kill(pid, SIGTERM) } }
+}
+
+/// Keeps a (new) null sink rendering in small blocks, as scripts/with-test-audio.sh does for its
+/// own sinks: a low-latency recorder on its monitor and one suspend/resume. Terminate it after.
+func keepRendering(sink: String) -> Keeper {
+    let pid = spawnInBackground(
+        "parecord --device=\(sink).monitor --rate=48000 --channels=1 --format=s16le --latency-msec=10 --raw /dev/null")
+    Thread.sleep(forTimeInterval: 0.2)
+    pactl("suspend-sink", sink, "1")
+    pactl("suspend-sink", sink, "0")
+    return Keeper(pid: pid)
+}
+
+func checkTone(_ samples: [Int16], frequencyHertz: Double, levelDBFS: Double, levelToleranceDB: Double = 3) -> String? {
+    guard samples.count > 4800 else { return "only \(samples.count) samples" }
+    guard let f = ToneAnalysis.dominantFrequencyHertz(samples, sampleRateHertz: 48_000, searchRange: 100...3000) else { return "no tone" }
+    let level = ToneAnalysis.rmsDBFS(samples)
+    if abs(f - frequencyHertz) > 2 || abs(level - levelDBFS) > levelToleranceDB {
+        return "tone \(f) Hz at \(level) dBFS, expected \(frequencyHertz) Hz at \(levelDBFS) dBFS"
+    }
+    return nil
+}
+
+/// Calls through real PulseAudio/ALSA devices of the private daemon.
+@Suite(
+    "Calls through real audio devices", .serialized, .enabled(if: testAudioAvailable, "needs scripts/with-test-audio.sh"),
+    .timeLimit(.minutes(2)))
+struct DeviceCallTests {
+    enum Backend: String, CaseIterable, Sendable { case pulse, alsa }
+
+    func pair(capture: any AudioSource, playback: any AudioSink) throws -> (CallSession, CallSession) {
+        let a = try CallSession(
+            configuration: CallConfiguration(
+                audioSource: capture, audioSink: DiscardSink(), localAddresses: ["127.0.0.1"], statisticsIntervalSeconds: 0))
+        let b = try CallSession(
+            configuration: CallConfiguration(
+                audioSource: TestSignalSource(frequencyHertz: 660), audioSink: playback, localAddresses: ["127.0.0.1"],
+                statisticsIntervalSeconds: 0))
+        return (a, b)
+    }
+
+    func connect(_ a: CallSession, _ b: CallSession) async throws {
+        try await a.start()
+        try await b.start()
+        try await a.applyAnswer(try await b.acceptOffer(try await a.makeOffer()))
+    }
+
+    @Test(arguments: Backend.allCases)
+    func toneSpokenIntoACaptureDeviceIsPlayedOnThePeersSpeaker(backend: Backend) async throws {
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let mouth = try TonePlayer(sink: "mic", frequencyHertz: 500)
+        defer { mouth.stop() }
+        let capture: any AudioSource = backend == .pulse ? PulseAudioCapture(deviceName: "mic.monitor") : ALSACapture(pcmName: "tether_mic")
+        let playback: any AudioSink = backend == .pulse ? PulseAudioPlayback(deviceName: "spk") : ALSAPlayback(pcmName: "tether_spk")
+        let (a, b) = try pair(capture: capture, playback: playback)
+        let rb = EventRecorder(b)
+        try await connect(a, b)
+        #expect(await rb.waitFor("established", timeoutSeconds: 5) != nil)
+        let ear = try MonitorRecorder(source: "spk.monitor", path: dir + "/ear.wav")
+        try await Task.sleep(for: .seconds(3))
+        let heard = try ear.finish(lastSeconds: 1.5)
+        #expect(checkTone(heard, frequencyHertz: 500, levelDBFS: -12) == nil, "\(checkTone(heard, frequencyHertz: 500, levelDBFS: -12) ?? "")")
+        let sa = a.statistics()
+        #expect(sa.captureOverruns <= 2)
+        await a.hangUp()
+        await b.hangUp()
+    }
+
+    @Test func captureDeviceUnpluggedMidCallGoesListenOnlyAndResumesWhenItReturns() async throws {
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let load = { pactl("load-module", "module-null-sink", "sink_name=tmpmic", "rate=48000", "channels=1", "format=s16le") }
+        let first = load()
+        try #require(first.status == 0)
+        var module = first.output.trimmingCharacters(in: .whitespacesAndNewlines)
+        var keeper = keepRendering(sink: "tmpmic")
+        var mouth = try TonePlayer(sink: "tmpmic", frequencyHertz: 700)
+        let (a, b) = try pair(capture: PulseAudioCapture(deviceName: "tmpmic.monitor"), playback: PulseAudioPlayback(deviceName: "spk"))
+        let ra = EventRecorder(a)
+        let rb = EventRecorder(b)
+        try await connect(a, b)
+        #expect(await rb.waitFor("established", timeoutSeconds: 5) != nil)
+        try await Task.sleep(for: .seconds(1))
+
+        // Unplug.
+        mouth.stop()
+        keeper.terminate()
+        pactl("unload-module", module)
+        #expect(await ra.waitForDeviceEvent(timeoutSeconds: 5) { d, e in if d == .capture, case .failed = e { true } else { false } })
+        #expect(ra.recordedErrors.contains { $0.code == .captureDeviceFailed && !$0.isTerminal })
+        let before = b.statistics().packetsReceived
+        try await Task.sleep(for: .seconds(2))
+        // Listen-only still sends (silence), so the peer sees no disruption.
+        #expect(b.statistics().packetsReceived - before > 60)
+        #expect(!rb.stateNames.contains("mediaDisrupted"))
+        #expect(a.state == .established)
+
+        // Plug it back: the device is used again and the tone arrives.
+        let again = load()
+        try #require(again.status == 0)
+        module = again.output.trimmingCharacters(in: .whitespacesAndNewlines)
+        keeper = keepRendering(sink: "tmpmic")
+        defer {
+            keeper.terminate()
+            pactl("unload-module", module)
+        }
+        mouth = try TonePlayer(sink: "tmpmic", frequencyHertz: 700)
+        defer { mouth.stop() }
+        #expect(await ra.waitForDeviceEvent(timeoutSeconds: 10) { d, e in if d == .capture, case .recovered = e { true } else { false } })
+        let ear = try MonitorRecorder(source: "spk.monitor", path: dir + "/ear.wav")
+        try await Task.sleep(for: .seconds(2.5))
+        let heard = try ear.finish(lastSeconds: 1.5)
+        #expect(checkTone(heard, frequencyHertz: 700, levelDBFS: -12) == nil, "\(checkTone(heard, frequencyHertz: 700, levelDBFS: -12) ?? "")")
+        await a.hangUp()
+        await b.hangUp()
+    }
+
+    @Test func muteClosesTheCaptureStreamAndThePeerSeesNoDisruption() async throws {
+        func ourSourceOutputs() -> Int {
+            pactl("list", "source-outputs").output.components(separatedBy: "\n").filter {
+                $0.contains("application.name = \"Tether\"")
+            }.count
+        }
+        let (a, b) = try pair(capture: PulseAudioCapture(deviceName: "mic.monitor"), playback: DiscardSink())
+        let rb = EventRecorder(b)
+        try await connect(a, b)
+        #expect(await rb.waitFor("established", timeoutSeconds: 5) != nil)
+        #expect(ourSourceOutputs() == 1)
+        await a.setMuted(true)
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(ourSourceOutputs() == 0)  // the microphone is really released
+        try await Task.sleep(for: .seconds(2))
+        #expect(!rb.stateNames.contains("mediaDisrupted"))
+        await a.setMuted(false)
+        try await Task.sleep(for: .milliseconds(500))
+        #expect(ourSourceOutputs() == 1)
+        await a.hangUp()
+        await b.hangUp()
+    }
+
+    // Disabled for now: restarting the daemon from inside the test process still hangs at times on
+    // Foundation's child-process handling; the backend's reconnection itself was checked by hand
+    // (failed → recovered, audio flows). To be finished with issue 4.
+    @Test(.disabled("restart harness hangs intermittently; see the issue 4 note"))
+    func pulseAudioKilledAndRestartedMidCallTheCallSurvivesAndAudioFlowsAgain() async throws {
+        let env = ProcessInfo.processInfo.environment
+        let dir = try #require(env["TETHER_TEST_PULSE_DIR"])
+        let work = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: work) }
+        var mouth = try TonePlayer(sink: "mic", frequencyHertz: 800)
+        let (a, b) = try pair(capture: PulseAudioCapture(deviceName: "mic.monitor"), playback: PulseAudioPlayback(deviceName: "spk"))
+        let ra = EventRecorder(a)
+        let rb = EventRecorder(b)
+        try await connect(a, b)
+        #expect(await rb.waitFor("established", timeoutSeconds: 5) != nil)
+        try await Task.sleep(for: .seconds(1))
+
+        // Kill the daemon.
+        let pid = try String(contentsOfFile: dir + "/pulse.pid", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        mouth.stop()
+        _ = run(["kill", "-9", pid])
+        #expect(await ra.waitForDeviceEvent(timeoutSeconds: 5) { d, e in if d == .capture, case .failed = e { true } else { false } })
+
+        // Start it again with the same configuration.
+        let daemon = try #require(
+            spawnInBackground("pulseaudio -n -F \(dir)/daemon.pa --daemonize=no --exit-idle-time=-1 --log-target=file:\(dir)/pulse2.log"))
+        // scripts/with-test-audio.sh stops whatever this file names when the run ends.
+        try "\(daemon)".write(toFile: dir + "/pulse.pid", atomically: true, encoding: .utf8)
+        for _ in 0..<100 where pactl("info").status != 0 { try await Task.sleep(for: .milliseconds(50)) }
+        // As scripts/with-test-audio.sh does: a low-latency recorder on each monitor (they end with
+        // the daemon) and one suspend/resume, so idle null sinks render in small blocks again.
+        for sink in ["spk", "spk2", "mic"] { _ = keepRendering(sink: sink) }  // they end with the daemon
+        mouth = try TonePlayer(sink: "mic", frequencyHertz: 800)
+        defer { mouth.stop() }
+        #expect(await ra.waitForDeviceEvent(timeoutSeconds: 10) { d, e in if d == .capture, case .recovered = e { true } else { false } })
+        #expect(await rb.waitForDeviceEvent(timeoutSeconds: 10) { d, e in if d == .playback, case .recovered = e { true } else { false } })
+        let ear = try MonitorRecorder(source: "spk.monitor", path: work + "/ear.wav")
+        try await Task.sleep(for: .seconds(3))
+        let heard = try ear.finish(lastSeconds: 1.5)
+        #expect(checkTone(heard, frequencyHertz: 800, levelDBFS: -12) == nil, "\(checkTone(heard, frequencyHertz: 800, levelDBFS: -12) ?? "")")
+        #expect(a.state == .established && b.state == .established)
+        await a.hangUp()
+        await b.hangUp()
+    }
+}
