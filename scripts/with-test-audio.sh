@@ -30,6 +30,7 @@ set-default-source mic.monitor
 PA
 cat > "$DIR/client.conf" <<CONF
 autospawn = no
+enable-shm = no
 default-server = unix:$DIR/native
 CONF
 cat > "$DIR/asound.conf" <<ALSA

@@ -32,15 +32,13 @@ struct Devices: ParsableCommand {
             print(String(decoding: data, as: UTF8.self))
             return
         }
-        print("backend  direction  default  name                                 description")
+        func pad(_ s: String, _ width: Int) -> String { s.count >= width ? s + " " : s + String(repeating: " ", count: width - s.count) }
+        print(pad("backend", 9) + pad("direction", 11) + pad("default", 9) + pad("name", 37) + "description")
         for r in rows {
-            let name = (r["name"] as? String ?? "")
-            let padded = name.count < 36 ? name + String(repeating: " ", count: 36 - name.count) : name
             let description = (r["description"] as? String ?? "").replacingOccurrences(of: "\n", with: " ")
             print(
-                String(
-                    format: "%-8@ %-10@ %-8@ %@ %@", r["backend"] as? String ?? "", r["direction"] as? String ?? "",
-                    (r["default"] as? Bool ?? false) ? "yes" : "", padded, description))
+                pad(r["backend"] as? String ?? "", 9) + pad(r["direction"] as? String ?? "", 11)
+                    + pad((r["default"] as? Bool ?? false) ? "yes" : "", 9) + pad(r["name"] as? String ?? "", 36) + description)
         }
     }
 }
