@@ -48,7 +48,6 @@ public actor CallSession {
     private var gathered: [String]?
     private var gatherWaiters: [CheckedContinuation<[String]?, Never>] = []
     private var timers: [Task<Void, Never>] = []
-    private var iceState: ICEComponentState = .disconnected
     /// The reconnection core (sans-IO); this actor drives it with real instants.
     private var machine: ReconnectStateMachine?
     private var driverTask: Task<Void, Never>?
@@ -244,15 +243,7 @@ public actor CallSession {
             perform(actions)
             if actions.contains(.discardRenewalAnswer(attempt: attempt)) { return }
         }
-        do throws(ICETransportError) {
-            try transport.setRemote(
-                ufrag: result.remoteICEUfrag, password: result.remoteICEPwd,
-                candidates: result.remoteCandidates.filter { $0.transport.isUDP }.map { $0.serialized() })
-        } catch {
-            throw TetherError(
-                code: .incompatibleSessionDescription, isTerminal: false, canRetry: false,
-                message: "ICE refused the peer's restart answer: \(error)", cause: error)
-        }
+        try Self.applyRemoteICE(result, to: transport, describing: "restart answer")
         localOffer = nil
         restartOfferOutstanding = false
         adopt(result)
@@ -307,21 +298,28 @@ public actor CallSession {
         }
         try Self.checkKeysKept(current: current, new: result)
         if isICERestart {
-            do throws(ICETransportError) {
-                try transport.setRemote(
-                    ufrag: result.remoteICEUfrag, password: result.remoteICEPwd,
-                    candidates: result.remoteCandidates.filter { $0.transport.isUDP }.map { $0.serialized() })
-            } catch {
-                throw TetherError(
-                    code: .incompatibleSessionDescription, isTerminal: false, canRetry: false,
-                    message: "ICE refused the peer's restart offer: \(error)", cause: error)
-            }
+            try Self.applyRemoteICE(result, to: transport, describing: "restart offer")
             restartsAnswered += 1
         }
         adopt(result)
         let text = answer.serialized()
         eventSink.yield(.localDescription(SessionDescriptionMessage(kind: .answer, sdp: text, isRestart: true)))
         return text
+    }
+
+    /// Gives ICE the peer's credentials and UDP candidates from a negotiated description.
+    private static func applyRemoteICE(
+        _ result: NegotiatedAudio, to transport: ICETransport, describing what: String
+    ) throws(TetherError) {
+        do throws(ICETransportError) {
+            try transport.setRemote(
+                ufrag: result.remoteICEUfrag, password: result.remoteICEPwd,
+                candidates: result.remoteCandidates.filter { $0.transport.isUDP }.map { $0.serialized() })
+        } catch {
+            throw TetherError(
+                code: .incompatibleSessionDescription, isTerminal: false, canRetry: false,
+                message: "ICE refused the peer's \(what): \(error)", cause: error)
+        }
     }
 
     /// SRTP state is kept across renegotiations: the same keys both ways.
@@ -524,14 +522,7 @@ public actor CallSession {
     /// Negotiation finished: set up ICE remote side, SRTP, Opus and the media loop.
     private func activate(_ result: NegotiatedAudio) throws(TetherError) {
         guard let transport else { throw .invalidState("no ICE transport") }
-        let remoteCandidates = result.remoteCandidates.filter { $0.transport.isUDP }.map { $0.serialized() }
-        do throws(ICETransportError) {
-            try transport.setRemote(ufrag: result.remoteICEUfrag, password: result.remoteICEPwd, candidates: remoteCandidates)
-        } catch {
-            throw TetherError(
-                code: .incompatibleSessionDescription, isTerminal: false, canRetry: false,
-                message: "ICE refused the peer's description: \(error)", cause: error)
-        }
+        try Self.applyRemoteICE(result, to: transport, describing: "description")
         guard let suite = SRTPSuite(rawValue: result.cryptoSuite.name) else {
             throw TetherError(
                 code: .incompatibleSessionDescription, isTerminal: false, canRetry: false,
@@ -892,7 +883,6 @@ public actor CallSession {
         case .ice(.componentStateChanged(let s)):
             // A side that receives nothing by negotiation (the peer is recvonly or inactive) has
             // no first decoded frame to wait for: a working ICE path is as far as it can see.
-            iceState = s
             if s == .failed && (state == .established || state == .mediaDisrupted || state == .renewingMedia) { feed(.iceFailed) }
             if s == .ready { feed(.iceConnected) }
             if s == .failed && state == .connecting {

@@ -27,9 +27,10 @@ public enum RTPPacketClassifier {
     /// The RTP and RTCP headers are not encrypted by SRTP, so this works on either.
     public static func classify(_ packet: UnsafeRawBufferPointer) -> Kind {
         guard packet.count >= 4, hasVersion2(packet) else { return .invalid }
-        // Plain comparisons: this runs for every datagram and must not allocate, even in debug builds.
+        // Plain comparisons (not `ClosedRange.contains`, which allocated in debug builds): this
+        // runs for every datagram.
         let secondByte = packet[1]
-        if secondByte >= 192 && secondByte <= 223 {
+        if secondByte >= rtcpPacketTypeRange.lowerBound && secondByte <= rtcpPacketTypeRange.upperBound {
             return .rtcp
         }
         return packet.count >= RTPHeader.fixedHeaderLength ? .rtp : .invalid
