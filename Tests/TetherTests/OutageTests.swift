@@ -59,6 +59,17 @@ final class RelayedCall: Sendable {
         return nil
     }
 
+    /// Starts the call, waits until A is established, lets media flow for a second, then cuts
+    /// the path both ways. Returns the instant of the cut.
+    func establishThenCut() async throws -> UInt64 {
+        try await start()
+        #expect(await when("A", enters: "established", timeoutSeconds: 5) != nil)
+        try await Task.sleep(for: .seconds(1))
+        let cut = MonotonicClock.nanoseconds()
+        relay.blackHole(true)
+        return cut
+    }
+
     func states(_ side: String) -> [String] { log.entries.withLock { $0.filter { $0.side == side }.map(\.state) } }
 
     func end() async {
@@ -87,11 +98,7 @@ struct OutageTests {
 
     @Test func shortOutageIsDetectedAndRecoversWithoutRestart() async throws {
         let call = try RelayedCall()
-        try await call.start()
-        #expect(await call.when("A", enters: "established", timeoutSeconds: 5) != nil)
-        try await Task.sleep(for: .seconds(1))
-        let cut = MonotonicClock.nanoseconds()
-        call.relay.blackHole(true)
+        let cut = try await call.establishThenCut()
         let disruptedA = try #require(await call.when("A", enters: "mediaDisrupted", since: cut, timeoutSeconds: 3))
         let disruptedB = try #require(await call.when("B", enters: "mediaDisrupted", since: cut, timeoutSeconds: 3))
         // Detection within 1.0 s of the last packet: at most ~1.1 s after the cut (20 ms frames, 20 ms polling).
@@ -113,11 +120,7 @@ struct OutageTests {
     @Test(arguments: [3.0, 10.0])
     func outageIsRenewedByICERestartAndRestored(outageSeconds: Double) async throws {
         let call = try RelayedCall()
-        try await call.start()
-        #expect(await call.when("A", enters: "established", timeoutSeconds: 5) != nil)
-        try await Task.sleep(for: .seconds(1))
-        let cut = MonotonicClock.nanoseconds()
-        call.relay.blackHole(true)
+        let cut = try await call.establishThenCut()
         #expect(await call.when("A", enters: "mediaDisrupted", since: cut, timeoutSeconds: 3) != nil)
         #expect(await call.when("A", enters: "renewingMedia", since: cut, timeoutSeconds: 5) != nil)
         try await Task.sleep(for: .seconds(outageSeconds - seconds(cut, MonotonicClock.nanoseconds())))
@@ -145,11 +148,7 @@ struct OutageTests {
 struct GiveUpTests {
     @Test func outageLongerThanFiftySecondsEndsTheCallAtFiftySecondsWithARetryableError() async throws {
         let call = try RelayedCall()
-        try await call.start()
-        #expect(await call.when("A", enters: "established", timeoutSeconds: 5) != nil)
-        try await Task.sleep(for: .seconds(1))
-        let cut = MonotonicClock.nanoseconds()
-        call.relay.blackHole(true)
+        let cut = try await call.establishThenCut()
         let endedA = try #require(await call.when("A", enters: "ended", since: cut, timeoutSeconds: 60))
         let endedB = try #require(await call.when("B", enters: "ended", since: cut, timeoutSeconds: 5))
         // 50 s after the last packet before the cut (≤ 20 ms before it), within ±1 s.
