@@ -14,16 +14,19 @@ build: setup
 demo: setup
 	$(SWIFT) run -c release tether demo
 
-# Everything CI runs: the whole suite, then the cross-thread code (rings, the libnice thread,
-# device threads) again under the thread sanitizer.
+# Everything CI runs: the whole suite with real audio devices (a private PulseAudio daemon, ALSA
+# through its pulse plugin), then the cross-thread code (rings, the libnice thread, device threads)
+# again under the thread sanitizer. scripts/run-tests.sh stops a run that hangs and repeats the
+# failures at the end of the output.
 test: setup test-unit test-tsan
 
 test-unit:
 	$(SWIFT) build --build-tests
-	$(SWIFT) test --skip-build --no-parallel
+	scripts/run-tests.sh 25 scripts/with-test-audio.sh $(SWIFT) test --skip-build --no-parallel
 
 test-tsan:
-	$(SWIFT) test --scratch-path $(TSAN_SCRATCH) --sanitize=thread --no-parallel --filter 'TetherRealtimeTests|TetherICETests|TetherAudioTests|TetherFaultsTests|TetherNetworkMonitorTests'
+	$(SWIFT) build --build-tests --scratch-path $(TSAN_SCRATCH) --sanitize=thread
+	scripts/run-tests.sh 15 scripts/with-test-audio.sh $(SWIFT) test --skip-build --scratch-path $(TSAN_SCRATCH) --sanitize=thread --no-parallel --filter 'TetherRealtimeTests|TetherICETests|TetherAudioTests|TetherFaultsTests|TetherNetworkMonitorTests'
 
 bench: setup
 	$(SWIFT) run -c release tether-bench
@@ -34,6 +37,6 @@ format:
 clean:
 	rm -rf .build $(TSAN_SCRATCH)
 
-# Real-device tests (PulseAudio/ALSA through a private daemon); not yet part of `make test`.
+# Only the real-device tests (they are part of `make test` too).
 test-devices:
 	scripts/with-test-audio.sh $(SWIFT) test --skip-build --no-parallel --filter 'PulseAudio|ALSA|DeviceCallTests'

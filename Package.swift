@@ -61,7 +61,7 @@ let package = Package(
                 "TetherNetworkMonitor",
             ]),
         // Two in-process sessions joined by signaling and (optionally) the impairment relay.
-        .target(name: "TetherTestbed", dependencies: ["Tether", "TetherCore", "TetherFaults", "TetherRealtime"]),
+        .target(name: "TetherTestbed", dependencies: ["Tether", "TetherCore", "TetherFaults", "TetherRealtime", "CTetherSystem"]),
         // `tether-relay`: the impairment relay as a process controlled by JSON lines.
         .executableTarget(name: "tether-relay", dependencies: ["TetherFaults"]),
         // The `tether` command.

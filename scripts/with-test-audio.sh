@@ -12,7 +12,11 @@
 # TETHER_TEST_PULSE_DIR (the daemon's folder), TETHER_TEST_PULSE_CLI (pacmd socket).
 set -euo pipefail
 
-if ! command -v pulseaudio >/dev/null; then
+if ! command -v pulseaudio >/dev/null || ! command -v pactl >/dev/null; then
+    if [[ -n "${CI:-}" ]]; then
+        echo "with-test-audio: pulseaudio and pactl are required in CI (scripts/setup-debian.sh installs them)" >&2
+        exit 1
+    fi
     echo "with-test-audio: pulseaudio is not installed; running without test audio devices" >&2
     exec "$@"
 fi
@@ -55,9 +59,14 @@ echo "$PULSE_PID" > "$DIR/pulse.pid"
 KEEPERS=()
 cleanup() {
     for k in "${KEEPERS[@]}"; do kill "$k" 2>/dev/null || true; done
-    kill "$(cat "$DIR/pulse.pid")" 2>/dev/null || true
+    # The daemon may be one a test restarted (not this shell's child): wait until it is gone.
+    local daemon
+    daemon=$(cat "$DIR/pulse.pid" 2>/dev/null || echo "$PULSE_PID")
+    kill "$daemon" 2>/dev/null || true
+    for _ in $(seq 1 100); do kill -0 "$daemon" 2>/dev/null || break; sleep 0.05; done
+    kill -9 "$daemon" 2>/dev/null || true
     wait "$PULSE_PID" 2>/dev/null || true
-    rm -rf "$DIR"
+    rm -rf "$DIR" 2>/dev/null || true
 }
 trap cleanup EXIT
 

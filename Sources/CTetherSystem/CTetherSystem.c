@@ -4,6 +4,9 @@
 #include <string.h>
 #include <errno.h>
 #include <sys/random.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
 
 int CTetherSystem_sem_wait_monotonic(sem_t *sem, const struct timespec *deadline) {
     return sem_clockwait(sem, CLOCK_MONOTONIC, deadline);
@@ -31,4 +34,37 @@ int CTetherSystem_fill_random(void *buffer, size_t length) {
 
 void CTetherSystem_wipe(void *buffer, size_t length) {
     explicit_bzero(buffer, length);
+}
+
+extern char **environ;
+
+pid_t CTetherSystem_spawn(char *const argv[], int stdout_fd, int stderr_fd) {
+    posix_spawn_file_actions_t actions;
+    posix_spawnattr_t attributes;
+    if (posix_spawn_file_actions_init(&actions) != 0) return -1;
+    if (posix_spawnattr_init(&attributes) != 0) {
+        posix_spawn_file_actions_destroy(&actions);
+        return -1;
+    }
+    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+    if (stdout_fd >= 0) posix_spawn_file_actions_adddup2(&actions, stdout_fd, 1);
+    else posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+    if (stderr_fd >= 0) posix_spawn_file_actions_adddup2(&actions, stderr_fd, 2);
+    else posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addclosefrom_np(&actions, 3);
+    sigset_t empty, all;
+    sigemptyset(&empty);
+    sigfillset(&all);
+    posix_spawnattr_setsigmask(&attributes, &empty);
+    posix_spawnattr_setsigdefault(&attributes, &all);
+    posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    pid_t pid = -1;
+    int failure = posix_spawnp(&pid, argv[0], &actions, &attributes, argv, environ);
+    posix_spawn_file_actions_destroy(&actions);
+    posix_spawnattr_destroy(&attributes);
+    if (failure != 0) {
+        errno = failure;
+        return -1;
+    }
+    return pid;
 }

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import TetherAudio
 import TetherRealtime
+import TetherTestbed
 
 @testable import Tether
 
@@ -53,51 +54,21 @@ final class MonitorRecorder: Sendable {
 
 @discardableResult
 func pactl(_ arguments: String...) -> (status: Int32, output: String) {
-    let p = Process()
-    p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    p.arguments = ["pactl"] + arguments
-    let out = Pipe()
-    p.standardOutput = out
-    p.standardError = FileHandle.nullDevice
-    do { try p.run() } catch { return (-1, "") }
-    let data = out.fileHandleForReading.readDataToEndOfFile()
-    p.waitUntilExit()
-    return (p.terminationStatus, String(decoding: data, as: UTF8.self))
-}
-
-/// Starts a long-running command in the background through `sh` and returns its process ID.
-/// (Not a Foundation `Process`: its reaper waits on one long-lived child at a time, which leaves
-/// later short-lived children unreaped and their `waitUntilExit` hanging.)
-func spawnInBackground(_ command: String) -> Int32? {
-    // The process ID goes through a file: a pipe would stay open in the background child.
-    let pidFile = NSTemporaryDirectory() + "tether-spawn-\(UUID().uuidString)"
-    defer { try? FileManager.default.removeItem(atPath: pidFile) }
-    let p = Process()
-    p.executableURL = URL(fileURLWithPath: "/bin/sh")
-    p.arguments = ["-c", command + " </dev/null >/dev/null 2>&1 & echo $! > \(pidFile)"]
-    p.standardInput = FileHandle.nullDevice
-    p.standardOutput = FileHandle.nullDevice
-    p.standardError = FileHandle.nullDevice
-    do { try p.run() } catch { return nil }
-    p.waitUntilExit()
-    return (try? String(contentsOfFile: pidFile, encoding: .utf8)).flatMap { Int32($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
-}
-
-/// A background keeper process; `terminate()` ends it.
-struct Keeper {
-    let pid: Int32?
-    func terminate() { if let pid { kill(pid, SIGTERM) } }
+    let result = ChildProcess.run(["pactl"] + arguments)
+    return (result.status, result.output)
 }
 
 /// Keeps a (new) null sink rendering in small blocks, as scripts/with-test-audio.sh does for its
 /// own sinks: a low-latency recorder on its monitor and one suspend/resume. Terminate it after.
-func keepRendering(sink: String) -> Keeper {
-    let pid = spawnInBackground(
-        "parecord --device=\(sink).monitor --rate=48000 --channels=1 --format=s16le --latency-msec=10 --raw /dev/null")
+func keepRendering(sink: String) -> ChildProcess? {
+    let keeper = ChildProcess.spawn([
+        "parecord", "--device=\(sink).monitor", "--rate=48000", "--channels=1", "--format=s16le", "--latency-msec=10",
+        "--raw", "/dev/null",
+    ])
     Thread.sleep(forTimeInterval: 0.2)
     pactl("suspend-sink", sink, "1")
     pactl("suspend-sink", sink, "0")
-    return Keeper(pid: pid)
+    return keeper
 }
 
 func checkTone(_ samples: [Int16], frequencyHertz: Double, levelDBFS: Double, levelToleranceDB: Double = 3) -> String? {
@@ -174,7 +145,7 @@ struct DeviceCallTests {
 
         // Unplug.
         mouth.stop()
-        keeper.terminate()
+        keeper?.terminate()
         pactl("unload-module", module)
         #expect(await ra.waitForDeviceEvent(timeoutSeconds: 5) { d, e in if d == .capture, case .failed = e { true } else { false } })
         #expect(ra.recordedErrors.contains { $0.code == .captureDeviceFailed && !$0.isTerminal })
@@ -191,7 +162,7 @@ struct DeviceCallTests {
         module = again.output.trimmingCharacters(in: .whitespacesAndNewlines)
         keeper = keepRendering(sink: "tmpmic")
         defer {
-            keeper.terminate()
+            keeper?.terminate()
             pactl("unload-module", module)
         }
         mouth = try TonePlayer(sink: "tmpmic", frequencyHertz: 700)
@@ -228,10 +199,7 @@ struct DeviceCallTests {
         await b.hangUp()
     }
 
-    // Disabled for now: restarting the daemon from inside the test process still hangs at times on
-    // Foundation's child-process handling; the backend's reconnection itself was checked by hand
-    // (failed → recovered, audio flows). To be finished with issue 4.
-    @Test(.disabled("restart harness hangs intermittently; see the issue 4 note"))
+    @Test
     func pulseAudioKilledAndRestartedMidCallTheCallSurvivesAndAudioFlowsAgain() async throws {
         let env = ProcessInfo.processInfo.environment
         let dir = try #require(env["TETHER_TEST_PULSE_DIR"])
@@ -248,14 +216,17 @@ struct DeviceCallTests {
         // Kill the daemon.
         let pid = try String(contentsOfFile: dir + "/pulse.pid", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
         mouth.stop()
-        _ = run(["kill", "-9", pid])
+        kill(try #require(Int32(pid)), SIGKILL)
         #expect(await ra.waitForDeviceEvent(timeoutSeconds: 5) { d, e in if d == .capture, case .failed = e { true } else { false } })
 
         // Start it again with the same configuration.
         let daemon = try #require(
-            spawnInBackground("pulseaudio -n -F \(dir)/daemon.pa --daemonize=no --exit-idle-time=-1 --log-target=file:\(dir)/pulse2.log"))
+            ChildProcess.spawn([
+                "pulseaudio", "-n", "-F", dir + "/daemon.pa", "--daemonize=no", "--exit-idle-time=-1",
+                "--log-target=file:" + dir + "/pulse2.log",
+            ]))
         // scripts/with-test-audio.sh stops whatever this file names when the run ends.
-        try "\(daemon)".write(toFile: dir + "/pulse.pid", atomically: true, encoding: .utf8)
+        try "\(daemon.pid)".write(toFile: dir + "/pulse.pid", atomically: true, encoding: .utf8)
         for _ in 0..<100 where pactl("info").status != 0 { try await Task.sleep(for: .milliseconds(50)) }
         // As scripts/with-test-audio.sh does: a low-latency recorder on each monitor (they end with
         // the daemon) and one suspend/resume, so idle null sinks render in small blocks again.

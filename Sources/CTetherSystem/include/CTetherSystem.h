@@ -14,4 +14,10 @@ int CTetherSystem_set_thread_name(const char *name);
 int CTetherSystem_fill_random(void *buffer, size_t length);
 /// Zeroes memory in a way the compiler may not remove (explicit_bzero).
 void CTetherSystem_wipe(void *buffer, size_t length);
+#include <sys/types.h>
+/// Starts `argv[0]` (searched in PATH) with `argv` and the current environment: standard input
+/// from /dev/null, standard output to `stdout_fd` and standard error to `stderr_fd` (each -1 for
+/// /dev/null), every other descriptor closed, signal mask empty and dispositions default.
+/// Returns the child's process ID, or -1 with errno set. The caller reaps it with waitpid.
+pid_t CTetherSystem_spawn(char *const argv[], int stdout_fd, int stderr_fd);
 #endif
