@@ -2,7 +2,7 @@
 SWIFT ?= swift
 TSAN_SCRATCH ?= .build-tsan
 
-.PHONY: setup build demo test test-unit test-tsan bench format clean
+.PHONY: setup build demo test test-unit test-tsan bench latency format clean test-devices
 
 setup:
 	@./scripts/setup-debian.sh
@@ -30,6 +30,11 @@ test-tsan:
 
 bench: setup
 	$(SWIFT) run -c release tether-bench
+
+# Mouth-to-ear latency through the private daemon's loopback devices.
+latency: setup
+	$(SWIFT) build -c release --product tether-bench
+	scripts/with-test-audio.sh .build/release/tether-bench latency
 
 format:
 	$(SWIFT) format --in-place --recursive Sources Tests Benchmarks Package.swift

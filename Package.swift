@@ -61,7 +61,7 @@ let package = Package(
                 "TetherNetworkMonitor",
             ]),
         // Two in-process sessions joined by signaling and (optionally) the impairment relay.
-        .target(name: "TetherTestbed", dependencies: ["Tether", "TetherCore", "TetherFaults", "TetherRealtime", "CTetherSystem"]),
+        .target(name: "TetherTestbed", dependencies: ["Tether", "TetherCore", "TetherFaults", "TetherRealtime", "TetherAudio", "CTetherSystem"]),
         // `tether-relay`: the impairment relay as a process controlled by JSON lines.
         .executableTarget(name: "tether-relay", dependencies: ["TetherFaults"]),
         // The `tether` command.
@@ -76,6 +76,7 @@ let package = Package(
             name: "tether-bench",
             dependencies: [
                 "TetherCodec", "TetherRTP", "TetherCore", "TetherRealtime", "CSRTP", "COpus", "CAllocationCounter",
+                "Tether", "TetherTestbed",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Benchmarks/tether-bench"),

@@ -8,11 +8,20 @@ import TetherCore
 import TetherRTP
 import TetherRealtime
 
-/// `tether-bench`: Tether's per-frame cost against the C floor, and its allocations per frame.
+/// `tether-bench`: Tether's performance against the C floor, and through real devices.
 @main
-struct TetherBench: ParsableCommand {
+struct TetherBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "tether-bench",
+        abstract: "Tether's performance: hot-path CPU and allocations against the C floor, mouth-to-ear latency through devices.",
+        subcommands: [HotPathBench.self, LatencyBench.self], defaultSubcommand: HotPathBench.self)
+}
+
+/// Per-frame CPU of the send and receive paths against direct libopus + libsrtp calls, and heap
+/// allocations per frame.
+struct HotPathBench: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "hotpath",
         abstract: "Per-frame CPU of Tether's send and receive paths against direct libopus + libsrtp calls, and heap allocations per frame.")
 
     @Option(help: "Frames per measurement (20 ms each).")
@@ -29,7 +38,7 @@ struct TetherBench: ParsableCommand {
 
     func run() throws {
         print("tether-bench: \(frames) frames × \(repetitions) repetitions, Opus 48 kHz mono 20 ms 32 kb/s complexity \(complexity), AES_CM_128_HMAC_SHA1_80")
-        let pcm = Self.speechLikeSignal(frames: frames)
+        let pcm = TetherBench.speechLikeSignal(frames: frames)
         var results: [String: Double] = [:]
 
         let sendTether = median((0..<repetitions).map { _ in try! HotPath.tetherSend(pcm: pcm, frames: frames, complexity: complexity) })
@@ -70,7 +79,9 @@ struct TetherBench: ParsableCommand {
         let s = values.sorted()
         return s[s.count / 2]
     }
+}
 
+extension TetherBench {
     /// A voiced, speech-like test signal (harmonics with a slow syllabic envelope), 48 kHz mono.
     static func speechLikeSignal(frames: Int) -> [Int16] {
         (0..<(frames * 960)).map { i in

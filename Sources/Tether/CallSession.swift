@@ -399,6 +399,8 @@ public actor CallSession {
             framesDecoded: c.framesDecoded, framesConcealed: c.framesConcealed, framesRecoveredByFEC: c.framesRecoveredByFEC,
             latePackets: c.latePackets, captureOverruns: source.overruns, playbackUnderruns: sink.underruns,
             mediaThreadScheduling: context.media?.scheduling.rawValue ?? ThreadScheduling.notStarted.rawValue,
+            captureDevice: context.source?.name ?? "", captureThreadScheduling: source.scheduling.rawValue,
+            playbackDevice: context.sink?.name ?? "", playbackThreadScheduling: sink.scheduling.rawValue,
             localAddress: context.localAddress, remoteAddress: context.remoteAddress,
             durationSeconds: Double(MonotonicClock.nanoseconds() - createdAtNanoseconds) / 1e9, recovery: context.recovery)
     }

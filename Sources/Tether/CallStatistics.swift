@@ -81,6 +81,14 @@ public struct CallStatistics: Sendable, Equatable {
     public var playbackUnderruns: Int
     /// Scheduling the media thread got (`SCHED_FIFO` or `SCHED_OTHER`).
     public var mediaThreadScheduling: String
+    /// The capture device (its display name, for example "PulseAudio capture (mic.monitor)").
+    public var captureDevice: String
+    /// Scheduling the capture device thread got (`SCHED_FIFO`, `SCHED_OTHER`, or not started).
+    public var captureThreadScheduling: String
+    /// The playback device.
+    public var playbackDevice: String
+    /// Scheduling the playback device thread got.
+    public var playbackThreadScheduling: String
 
     // MARK: Transport
     /// Selected local `address:port`, empty until ICE selects a pair.

@@ -7,12 +7,30 @@ import Glibc
 /// never accumulates rounding error), writes it into the capture ring (or counts an overrun and
 /// drops it when the ring lacks room for the whole frame) and signals the wake-up. Sample `n`
 /// of a run is `round(32 767 × 10^(levelDBFS / 20) × sin(2π × frequencyHertz × n / sampleRateHertz))`.
+///
+/// With `bursts`, the tone sounds only for the first `onMilliseconds` of every `everyMilliseconds`
+/// (sample-exact, counted from the first sample) and is silent in between: a signal whose onsets
+/// can be found again after a path, for latency measurements.
 public final class TestSignalSource: AudioSource {
+    /// A tone that sounds for `onMilliseconds` at the start of every `everyMilliseconds`.
+    public struct Bursts: Sendable, Equatable {
+        public var onMilliseconds: Int
+        public var everyMilliseconds: Int
+        /// - Precondition: 0 < onMilliseconds ≤ everyMilliseconds.
+        public init(onMilliseconds: Int, everyMilliseconds: Int) {
+            precondition(onMilliseconds > 0 && onMilliseconds <= everyMilliseconds, "burst on-time must be in 1…period")
+            self.onMilliseconds = onMilliseconds
+            self.everyMilliseconds = everyMilliseconds
+        }
+    }
+
     /// Frequency of the tone, in hertz.
     public let frequencyHertz: Double
     /// Peak level of the tone relative to full scale, in dBFS (a full-scale sine is 0 dBFS; by the
     /// same convention `ToneAnalysis.rmsDBFS` of the output reads this level).
     public let levelDBFS: Double
+    /// When set, the tone sounds in bursts instead of continuously.
+    public let bursts: Bursts?
     public let name: String
     private let runner = ClockedDeviceRunner(threadName: "tether-tone")
 
@@ -21,12 +39,16 @@ public final class TestSignalSource: AudioSource {
     ///     endpoint the source is started with.
     ///   - levelDBFS: peak level in dBFS, at most 0.
     /// - Precondition: `frequencyHertz` is finite and ≥ 0; `levelDBFS` is ≤ 0 (−∞ gives silence).
-    public init(frequencyHertz: Double = 440, levelDBFS: Double = -12) {
+    ///   - bursts: when set, the tone sounds in bursts (see `Bursts`).
+    public init(frequencyHertz: Double = 440, levelDBFS: Double = -12, bursts: Bursts? = nil) {
         precondition(frequencyHertz.isFinite && frequencyHertz >= 0, "TestSignalSource frequency must be finite and ≥ 0")
         precondition(!levelDBFS.isNaN && levelDBFS <= 0, "TestSignalSource level must be ≤ 0 dBFS")
         self.frequencyHertz = frequencyHertz
         self.levelDBFS = levelDBFS
-        self.name = "test signal \(frequencyHertz) Hz at \(levelDBFS) dBFS"
+        self.bursts = bursts
+        self.name =
+            "test signal \(frequencyHertz) Hz at \(levelDBFS) dBFS"
+            + (bursts.map { " in \($0.onMilliseconds) ms bursts every \($0.everyMilliseconds) ms" } ?? "")
     }
 
     /// Starts the tone thread.
@@ -35,6 +57,7 @@ public final class TestSignalSource: AudioSource {
     public func start(_ endpoint: AudioEndpoint) throws(AudioDeviceError) {
         let frequencyHertz = frequencyHertz
         let amplitude = 32_767 * pow(10, levelDBFS / 20)
+        let bursts = bursts
         try runner.start(deviceName: name, endpoint: endpoint) { endpoint throws(AudioDeviceError) in
             let nyquistHertz = Double(endpoint.format.sampleRateHertz) / 2
             guard frequencyHertz < nyquistHertz else {
@@ -42,10 +65,13 @@ public final class TestSignalSource: AudioSource {
                     reason: "a \(frequencyHertz) Hz tone needs a sample rate above \(2 * frequencyHertz) Hz, "
                         + "not \(endpoint.format.sampleRateHertz) Hz")
             }
+            let samplesPerMillisecond = UInt64(endpoint.format.sampleRateHertz / 1000)
             return ToneWork(
                 frame: .allocate(capacity: endpoint.format.samplesPerFrame),
                 amplitude: amplitude,
-                cyclesPerSample: frequencyHertz / Double(endpoint.format.sampleRateHertz))
+                cyclesPerSample: frequencyHertz / Double(endpoint.format.sampleRateHertz),
+                burstOnSamples: bursts.map { UInt64($0.onMilliseconds) * samplesPerMillisecond } ?? 1,
+                burstPeriodSamples: bursts.map { UInt64($0.everyMilliseconds) * samplesPerMillisecond } ?? 1)
         }
     }
 
@@ -64,6 +90,9 @@ private struct ToneWork: ClockedFrameWork, @unchecked Sendable {
     let amplitude: Double
     /// Tone frequency divided by the sample rate, in cycles per sample.
     let cyclesPerSample: Double
+    /// Samples at the start of every `burstPeriodSamples` that carry the tone (both 1: continuous).
+    let burstOnSamples: UInt64
+    let burstPeriodSamples: UInt64
     /// Samples produced since start (the source's timestamp: it advances even for dropped frames).
     var sampleIndex: UInt64 = 0
 
@@ -72,7 +101,8 @@ private struct ToneWork: ClockedFrameWork, @unchecked Sendable {
         for i in 0..<frame.count {
             let cycles = Double(sampleIndex) * cyclesPerSample
             let phase = cycles - cycles.rounded(.down)
-            frame[i] = Int16((amplitude * sin(2 * Double.pi * phase)).rounded())
+            let sounding = sampleIndex % burstPeriodSamples < burstOnSamples
+            frame[i] = sounding ? Int16((amplitude * sin(2 * Double.pi * phase)).rounded()) : 0
             sampleIndex &+= 1
         }
         io.pushFrame(UnsafeBufferPointer(frame))

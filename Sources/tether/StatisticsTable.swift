@@ -28,6 +28,8 @@ enum StatisticsTable {
             ("malformed / send failures", { "\($0.malformedPackets) / \($0.sendFailures)" }),
             ("capture overruns / playback underruns", { "\($0.captureOverruns) / \($0.playbackUnderruns)" }),
             ("media thread", { $0.mediaThreadScheduling }),
+            ("capture device (thread)", { "\($0.captureDevice) (\($0.captureThreadScheduling))" }),
+            ("playback device (thread)", { "\($0.playbackDevice) (\($0.playbackThreadScheduling))" }),
             ("path", { "\($0.localAddress) → \($0.remoteAddress)" }),
             ("disruptions / time disrupted", { "\($0.recovery.disruptions.count) / \(String(format: "%.2f s", $0.recovery.totalDisruptedSeconds))" }),
             ("ICE restarts offered / answered", { "\($0.recovery.restartsOffered) / \($0.recovery.restartsAnswered)" }),

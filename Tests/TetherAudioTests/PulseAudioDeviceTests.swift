@@ -148,6 +148,36 @@ struct PulseAudioDeviceTests {
         let afterReturn = playback.statistics.framesTransferred
         #expect(pulseWaitUntil(seconds: 10) { playback.statistics.framesTransferred >= afterReturn + 10 })
     }
+
+    @Test("playback that follows the system default moves when the default sink changes, and the tone is heard there")
+    func playbackFollowsTheDefault() throws {
+        defer { _ = PulseControl.run("pactl set-default-sink spk") }
+        let recorder = PulseEventRecorder()
+        let playback = PulseAudioPlayback(deviceName: nil)
+        playback.setEventHandler(recorder.record)
+        let endpoint = AudioEndpoint(ringCapacityFrames: 16)
+        let feeder = PulseTestFeeder(endpoint: endpoint, frequencyHertz: 750, levelDBFS: -12)
+        feeder.start()
+        defer { feeder.stop() }
+        try playback.start(endpoint)
+        defer { playback.stop() }
+        #expect(pulseWaitUntil(seconds: 10) { playback.statistics.framesTransferred >= 10 })
+
+        #expect(PulseControl.run("pactl set-default-sink spk2").status == 0)
+        let moved = recorder.wait(seconds: 10) { $0 == .moved(deviceName: "spk2") }
+        #expect(moved != nil)
+
+        let captureEndpoint = AudioEndpoint(ringCapacityFrames: 128)
+        let capture = PulseAudioCapture(deviceName: "spk2.monitor")
+        try capture.start(captureEndpoint)
+        defer { capture.stop() }
+        let captured = captureFrames(from: captureEndpoint, seconds: 15, frameLimit: 75)
+        try #require(captured.frames == 75)
+        let tail = Array(captured.samples.suffix(40 * 960))
+        let frequencyHertz = try #require(ToneAnalysis.dominantFrequencyHertz(tail, sampleRateHertz: 48_000))
+        #expect(abs(frequencyHertz - 750) <= 2)
+        #expect(abs(ToneAnalysis.rmsDBFS(tail) - -12) <= 1.5)
+    }
 }
 
 // MARK: - Helpers

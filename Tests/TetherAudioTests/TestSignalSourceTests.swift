@@ -34,6 +34,28 @@ struct TestSignalSourceTests {
         #expect(worstError <= 1)
     }
 
+    @Test("bursts: the tone sounds sample-exactly in the first on-milliseconds of every period, silence between")
+    func burstsAreSampleExact() throws {
+        let source = TestSignalSource(
+            frequencyHertz: 1_000, levelDBFS: -6, bursts: TestSignalSource.Bursts(onMilliseconds: 50, everyMilliseconds: 200))
+        let endpoint = AudioEndpoint(ringCapacityFrames: 64)
+        try source.start(endpoint)
+        let captured = captureFrames(from: endpoint, seconds: 10, frameLimit: 20)  // 400 ms: two bursts
+        source.stop()
+        try #require(captured.samples.count == 20 * 960)
+        let amplitude = 32_767 * pow(10, -6.0 / 20)
+        let ideal = sine(frequencyHertz: 1_000, amplitude: amplitude, sampleRateHertz: 48_000, range: 0..<captured.samples.count)
+        for (n, sample) in captured.samples.enumerated() {
+            let sounding = n % 9_600 < 2_400
+            let expected = sounding ? Int(ideal[n]) : 0
+            if abs(Int(sample) - expected) > 1 {
+                Issue.record("sample \(n) is \(sample), expected \(expected)")
+                break
+            }
+        }
+        #expect(source.name.contains("50 ms bursts every 200 ms"))
+    }
+
     @Test("other frequencies, levels and formats are honoured", arguments: [
         (1_000.0, -20.0, 16_000, 10),
         (3_150.5, -6.0, 48_000, 40),

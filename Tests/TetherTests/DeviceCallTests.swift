@@ -127,6 +127,36 @@ struct DeviceCallTests {
         await b.hangUp()
     }
 
+    /// The desktop form of routing to "speaker" or "headset": the playback device changes mid-call,
+    /// even to the other backend, and the call neither drops nor reports a disruption.
+    @Test func playbackDeviceSwitchedMidCallCarriesTheAudioWithoutDisruption() async throws {
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let (a, b) = try pair(capture: TestSignalSource(frequencyHertz: 600), playback: PulseAudioPlayback(deviceName: "spk"))
+        let ra = EventRecorder(a)
+        let rb = EventRecorder(b)
+        try await connect(a, b)
+        #expect(await rb.waitFor("established", timeoutSeconds: 5) != nil)
+        let speaker = try MonitorRecorder(source: "spk.monitor", path: dir + "/speaker.wav")
+        try await Task.sleep(for: .seconds(2))
+        let onSpeaker = try speaker.finish(lastSeconds: 1)
+        #expect(checkTone(onSpeaker, frequencyHertz: 600, levelDBFS: -12) == nil, "\(checkTone(onSpeaker, frequencyHertz: 600, levelDBFS: -12) ?? "")")
+
+        await b.setAudioSink(ALSAPlayback(pcmName: "tether_spk2"))
+        let headset = try MonitorRecorder(source: "spk2.monitor", path: dir + "/headset.wav")
+        let speakerAfter = try MonitorRecorder(source: "spk.monitor", path: dir + "/speaker-after.wav")
+        try await Task.sleep(for: .seconds(2.5))
+        let onHeadset = try headset.finish(lastSeconds: 1.5)
+        let leftOnSpeaker = try speakerAfter.finish(lastSeconds: 1.5)
+        #expect(checkTone(onHeadset, frequencyHertz: 600, levelDBFS: -12) == nil, "\(checkTone(onHeadset, frequencyHertz: 600, levelDBFS: -12) ?? "")")
+        #expect(ToneAnalysis.rmsDBFS(leftOnSpeaker) < -60)  // the old device no longer plays it
+        #expect(b.statistics().playbackDevice.contains("tether_spk2"))
+        #expect(!ra.stateNames.contains("mediaDisrupted") && !rb.stateNames.contains("mediaDisrupted"))
+        #expect(a.state == .established && b.state == .established)
+        await a.hangUp()
+        await b.hangUp()
+    }
+
     @Test func captureDeviceUnpluggedMidCallGoesListenOnlyAndResumesWhenItReturns() async throws {
         let dir = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }

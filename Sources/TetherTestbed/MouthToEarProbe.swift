@@ -1,0 +1,254 @@
+import Glibc
+import Synchronization
+import Tether
+import TetherAudio
+import TetherRealtime
+
+/// Measures mouth-to-ear latency through real audio devices: tone bursts are "spoken" into a
+/// capture device, travel a call between two sessions (Opus, SRTP, ICE on loopback, jitter
+/// buffer) and come out of the peer's playback device; the onsets at the microphone and at the
+/// speaker are compared.
+///
+/// With the private daemon of scripts/with-test-audio.sh the "air" is a pair of null sinks: the
+/// bursts are played into the sink `mic`, whose monitor is session A's microphone, and session B
+/// plays into `spk`, whose monitor is the ear. Both monitors are recorded at once; each
+/// recording is placed on the monotonic clock from the arrival times of its frames (sample `k` of
+/// a recording is at `start + k / rate`, `start` being the least-delayed arrival of any frame less
+/// its position), so the two recordings share one time axis. A calibration run records the
+/// same monitor twice and reports the method's own offset, which is subtracted.
+public struct MouthToEarProbe: Sendable {
+    public enum Backend: String, Sendable, CaseIterable {
+        case pulse, alsa
+    }
+
+    public struct Result: Sendable {
+        public var backend: Backend
+        public var periodMilliseconds: Int
+        /// One latency per burst heard, in milliseconds, calibration subtracted.
+        public var latenciesMilliseconds: [Double]
+        /// What the calibration (one monitor recorded twice) measured and was subtracted.
+        public var calibrationMilliseconds: Double
+        /// Bursts spoken during the measured part.
+        public var burstsSpoken: Int
+        /// The call's statistics on each side at the end (underruns, overruns, scheduling).
+        public var speaker: CallStatistics
+        public var listener: CallStatistics
+
+        public var medianMilliseconds: Double { Self.percentile(latenciesMilliseconds, 0.5) }
+        public var minimumMilliseconds: Double { latenciesMilliseconds.min() ?? .nan }
+        public var maximumMilliseconds: Double { latenciesMilliseconds.max() ?? .nan }
+
+        static func percentile(_ values: [Double], _ p: Double) -> Double {
+            guard !values.isEmpty else { return .nan }
+            let sorted = values.sorted()
+            return sorted[min(sorted.count - 1, Int((Double(sorted.count - 1) * p).rounded()))]
+        }
+    }
+
+    public enum ProbeError: Error, CustomStringConvertible {
+        case callNotEstablished
+        case noBurstsHeard(spoken: Int)
+        public var description: String {
+            switch self {
+            case .callNotEstablished: "the call did not reach established within 10 s"
+            case .noBurstsHeard(let spoken): "none of the \(spoken) bursts spoken was heard at the speaker"
+            }
+        }
+    }
+
+    public var backend: Backend
+    public var periodMilliseconds: Int
+    /// Seconds of call measured (after one second of settling).
+    public var seconds: Double
+    /// PulseAudio names of the air: where bursts are spoken, the microphone, the speaker, the ear.
+    public var mouthSink = "mic"
+    public var microphoneSource = "mic.monitor"
+    public var speakerSink = "spk"
+    public var earSource = "spk.monitor"
+    /// ALSA PCMs that reach the same microphone and speaker through the pulse plugin.
+    public var alsaMicrophone = "tether_mic"
+    public var alsaSpeaker = "tether_spk"
+
+    public init(backend: Backend, periodMilliseconds: Int, seconds: Double = 10) {
+        self.backend = backend
+        self.periodMilliseconds = periodMilliseconds
+        self.seconds = seconds
+    }
+
+    static let burstOnMilliseconds = 100
+    static let burstEveryMilliseconds = 1000
+
+    /// Runs the calibration and the call; `progress` gets a line now and then.
+    public func run(progress: @Sendable (String) -> Void = { _ in }) async throws -> Result {
+        let calibration = try await calibrate()
+        progress(String(format: "calibration: the two recordings differ by %.2f ms on one monitor", calibration))
+
+        let microphone: any AudioSource =
+            backend == .pulse
+            ? PulseAudioCapture(deviceName: microphoneSource, periodMilliseconds: periodMilliseconds)
+            : ALSACapture(pcmName: alsaMicrophone, periodMilliseconds: periodMilliseconds)
+        let speaker: any AudioSink =
+            backend == .pulse
+            ? PulseAudioPlayback(deviceName: speakerSink, periodMilliseconds: periodMilliseconds)
+            : ALSAPlayback(pcmName: alsaSpeaker, periodMilliseconds: periodMilliseconds)
+        let a = try CallSession(
+            configuration: CallConfiguration(
+                audioSource: microphone, audioSink: DiscardSink(), localAddresses: ["127.0.0.1"], statisticsIntervalSeconds: 0))
+        let b = try CallSession(
+            configuration: CallConfiguration(
+                audioSource: TestSignalSource(frequencyHertz: 0, levelDBFS: -.infinity), audioSink: speaker,
+                localAddresses: ["127.0.0.1"], statisticsIntervalSeconds: 0))
+        let signaling = InProcessSignaling(a: a, b: b)
+        try await a.start()
+        try await b.start()
+        try await signaling.connect()
+        var waited = 0
+        while a.state != .established || b.state != .established {
+            if waited >= 1000 {
+                await a.hangUp()
+                await b.hangUp()
+                throw ProbeError.callNotEstablished
+            }
+            try await Task.sleep(for: .milliseconds(10))
+            waited += 10
+        }
+        progress("call established; speaking \(Self.burstOnMilliseconds) ms bursts every \(Self.burstEveryMilliseconds) ms")
+        try await Task.sleep(for: .seconds(1))
+
+        let mouthRecorder = try TimedRecorder(source: microphoneSource)
+        let earRecorder = try TimedRecorder(source: earSource)
+        let mouth = try BurstSpeaker(sink: mouthSink)
+        try await Task.sleep(for: .seconds(seconds))
+        mouth.stop()
+        try await Task.sleep(for: .milliseconds(600))  // the last burst's way through
+        let spoken = mouthRecorder.finish()
+        let heard = earRecorder.finish()
+        let speakerStatistics = a.statistics()
+        let listenerStatistics = b.statistics()
+        await a.hangUp()
+        await b.hangUp()
+
+        let mouthOnsets = Self.onsets(spoken)
+        let earOnsets = Self.onsets(heard)
+        var latencies: [Double] = []
+        for m in mouthOnsets {
+            if let e = earOnsets.first(where: { $0 > m && $0 < m + 0.6 }) {
+                latencies.append((e - m) * 1000 - calibration)
+            }
+        }
+        guard !latencies.isEmpty else { throw ProbeError.noBurstsHeard(spoken: mouthOnsets.count) }
+        return Result(
+            backend: backend, periodMilliseconds: periodMilliseconds, latenciesMilliseconds: latencies,
+            calibrationMilliseconds: calibration, burstsSpoken: mouthOnsets.count, speaker: speakerStatistics,
+            listener: listenerStatistics)
+    }
+
+    /// Records the microphone twice while bursts are spoken: the median onset difference is the
+    /// method's own error (two capture streams started at different moments).
+    func calibrate() async throws -> Double {
+        let first = try TimedRecorder(source: microphoneSource)
+        let second = try TimedRecorder(source: microphoneSource)
+        let mouth = try BurstSpeaker(sink: mouthSink)
+        try await Task.sleep(for: .seconds(3.5))
+        mouth.stop()
+        let one = Self.onsets(first.finish())
+        let two = Self.onsets(second.finish())
+        let differences = one.compactMap { t in two.first(where: { abs($0 - t) < 0.3 }).map { ($0 - t) * 1000 } }
+        return differences.isEmpty ? 0 : Result.percentile(differences, 0.5)
+    }
+
+    /// Onset times (seconds, monotonic) of bursts: the first sample above a third of the
+    /// recording's peak after at least 300 ms below it.
+    static func onsets(_ recording: TimedRecorder.Recording) -> [Double] {
+        let peak = recording.samples.lazy.map { abs(Int($0)) }.max() ?? 0
+        guard peak > 1000 else { return [] }
+        let threshold = peak / 3
+        let quietSamples = recording.sampleRateHertz * 3 / 10
+        var result: [Double] = []
+        var lastLoud = -quietSamples
+        for (k, sample) in recording.samples.enumerated() where abs(Int(sample)) > threshold {
+            if k - lastLoud >= quietSamples {
+                result.append(recording.startSeconds + Double(k) / Double(recording.sampleRateHertz))
+            }
+            lastLoud = k
+        }
+        return result
+    }
+}
+
+/// Plays 1 kHz tone bursts into a PulseAudio sink.
+final class BurstSpeaker: Sendable {
+    let source: TestSignalSource
+    let sink: PulseAudioPlayback
+
+    init(sink name: String) throws {
+        source = TestSignalSource(
+            frequencyHertz: 1000, levelDBFS: -12,
+            bursts: TestSignalSource.Bursts(
+                onMilliseconds: MouthToEarProbe.burstOnMilliseconds, everyMilliseconds: MouthToEarProbe.burstEveryMilliseconds))
+        sink = PulseAudioPlayback(deviceName: name, periodMilliseconds: 10)
+        let endpoint = AudioEndpoint(ringCapacityFrames: 16)
+        try sink.start(endpoint)
+        try source.start(endpoint)
+    }
+
+    func stop() {
+        source.stop()
+        sink.stop()
+    }
+}
+
+/// Records a PulseAudio source and places every sample on the monotonic clock.
+final class TimedRecorder: Sendable {
+    struct Recording: Sendable {
+        var samples: [Int16]
+        var sampleRateHertz: Int
+        /// Monotonic time of sample 0, in seconds.
+        var startSeconds: Double
+    }
+
+    private struct State {
+        var samples: [Int16] = []
+        /// Least (arrival − position) over all frames, in nanoseconds.
+        var earliestStart = Int64.max
+    }
+
+    private let capture: PulseAudioCapture
+    private let endpoint = AudioEndpoint(format: AudioFormat(frameDurationMilliseconds: 10), ringCapacityFrames: 128)
+    private let thread = RealtimeThread(name: "tether-probe")
+    private let state = Mutex(State())
+
+    init(source name: String) throws {
+        capture = PulseAudioCapture(deviceName: name, periodMilliseconds: 10)
+        try capture.start(endpoint)
+        let endpoint = endpoint
+        try thread.start { [self] thread in
+            let format = endpoint.format
+            let frameNanoseconds = Int64(format.frameDurationMilliseconds) * 1_000_000
+            var frame = [Int16](repeating: 0, count: format.samplesPerFrame)
+            var framesRead: Int64 = 0
+            while !thread.isStopRequested {
+                while frame.withUnsafeMutableBufferPointer({ endpoint.ring.readAll(into: $0) }) {
+                    let arrival = Int64(MonotonicClock.nanoseconds())
+                    let position = framesRead * frameNanoseconds
+                    state.withLock {
+                        $0.samples += frame
+                        $0.earliestStart = min($0.earliestStart, arrival - position)
+                    }
+                    framesRead += 1
+                }
+                endpoint.wakeup.wait(untilMonotonicNanoseconds: MonotonicClock.nanoseconds() + 5_000_000)
+            }
+        }
+    }
+
+    func finish() -> Recording {
+        thread.stop()
+        capture.stop()
+        return state.withLock {
+            Recording(
+                samples: $0.samples, sampleRateHertz: endpoint.format.sampleRateHertz,
+                startSeconds: Double($0.earliestStart) / 1e9)
+        }
+    }
+}

@@ -1,0 +1,39 @@
+import Glibc
+import Testing
+
+@testable import TetherTestbed
+
+@Suite("Mouth-to-ear probe: onset detection")
+struct MouthToEarProbeTests {
+    /// 1 kHz bursts of 100 ms every second, starting at known samples, with low noise between.
+    func recording(burstStarts: [Int], amplitude: Double, startSeconds: Double) -> TimedRecorder.Recording {
+        var samples = [Int16](repeating: 0, count: 48_000 * 4)
+        for n in samples.indices { samples[n] = Int16(n % 7) - 3 }  // ±3 of noise
+        for start in burstStarts {
+            for k in 0..<4_800 {
+                let phase: Double = 2 * Double.pi * 1000 * Double(k) / 48_000 + 0.3
+                samples[start + k] = Int16((amplitude * sin(phase)).rounded())
+            }
+        }
+        return TimedRecorder.Recording(samples: samples, sampleRateHertz: 48_000, startSeconds: startSeconds)
+    }
+
+    @Test func onsetsAreFoundAtTheirSampleTimesOnTheMonotonicAxis() {
+        let starts = [1_000, 49_000, 97_123, 150_000]
+        let found = MouthToEarProbe.onsets(recording(burstStarts: starts, amplitude: 8_000, startSeconds: 10))
+        #expect(found.count == starts.count)
+        for (onset, start) in zip(found, starts) {
+            // The first sample above a third of the peak comes within half a cycle of the start.
+            #expect(abs(onset - (10 + Double(start) / 48_000)) < 0.0006)
+        }
+    }
+
+    @Test func silenceAndNoiseHaveNoOnsets() {
+        #expect(MouthToEarProbe.onsets(recording(burstStarts: [], amplitude: 0, startSeconds: 0)).isEmpty)
+    }
+
+    @Test func aBurstIsOneOnsetNotOnePerCycle() {
+        let found = MouthToEarProbe.onsets(recording(burstStarts: [10_000], amplitude: 3_000, startSeconds: 0))
+        #expect(found.count == 1)
+    }
+}
