@@ -39,9 +39,13 @@ public protocol AudioSink: AnyObject, Sendable {
 public struct AudioDeviceStatistics: Sendable, Equatable, CustomStringConvertible {
     /// Frames moved through the ring: written into it by a source, taken from it by a sink.
     public var framesTransferred: Int
-    /// Source only: frames dropped because the capture ring lacked room for a whole frame.
+    /// Source only: frames dropped because the capture ring lacked room for a whole frame, plus
+    /// the times the sound server dropped capture data not read in time (PulseAudio overflow,
+    /// ALSA overrun).
     public var overruns: Int
-    /// Sink only: frames of silence played because the playback ring held less than a frame.
+    /// Sink only: frames of silence played because the playback ring held less than a frame, plus
+    /// the times the sound server or device ran out of our data (PulseAudio underflow, ALSA
+    /// underrun).
     public var underruns: Int
     /// Times the device thread fell more than a few frames behind its schedule and restarted its
     /// clock from the current instant instead of catching up.

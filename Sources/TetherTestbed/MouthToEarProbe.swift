@@ -13,8 +13,9 @@ import TetherRealtime
 /// bursts are played into the sink `mic`, whose monitor is session A's microphone, and session B
 /// plays into `spk`, whose monitor is the ear. Both monitors are recorded at once; each
 /// recording is placed on the monotonic clock from the arrival times of its frames (sample `k` of
-/// a recording is at `start + k / rate`, `start` being the least-delayed arrival of any frame less
-/// its position), so the two recordings share one time axis. A calibration run records the
+/// a recording is at `start + k / rate`, `start` being the least-delayed arrival of a frame less
+/// its position, over the next second of frames), so the two recordings share one time axis even
+/// when the server dropped samples of one of them. A calibration run records the
 /// same monitor twice and reports the method's own offset, which is subtracted.
 public struct MouthToEarProbe: Sendable {
     public enum Backend: String, Sendable, CaseIterable {
@@ -168,7 +169,7 @@ public struct MouthToEarProbe: Sendable {
         var lastLoud = -quietSamples
         for (k, sample) in recording.samples.enumerated() where abs(Int(sample)) > threshold {
             if k - lastLoud >= quietSamples {
-                result.append(recording.startSeconds + Double(k) / Double(recording.sampleRateHertz))
+                result.append(recording.secondsOfSample(k))
             }
             lastLoud = k
         }
@@ -203,14 +204,42 @@ final class TimedRecorder: Sendable {
     struct Recording: Sendable {
         var samples: [Int16]
         var sampleRateHertz: Int
-        /// Monotonic time of sample 0, in seconds.
-        var startSeconds: Double
+        /// Samples per frame as the frames arrived.
+        var samplesPerFrame: Int
+        /// For every frame, its arrival (monotonic nanoseconds) less its position in the recording.
+        var frameOffsetsNanoseconds: [Int64]
+
+        /// A recording that arrived without jitter or loss: sample 0 at `startSeconds`.
+        init(samples: [Int16], sampleRateHertz: Int, startSeconds: Double) {
+            self.samples = samples
+            self.sampleRateHertz = sampleRateHertz
+            samplesPerFrame = samples.count
+            frameOffsetsNanoseconds = [Int64(startSeconds * 1e9)]
+        }
+
+        init(samples: [Int16], sampleRateHertz: Int, samplesPerFrame: Int, frameOffsetsNanoseconds: [Int64]) {
+            self.samples = samples
+            self.sampleRateHertz = sampleRateHertz
+            self.samplesPerFrame = samplesPerFrame
+            self.frameOffsetsNanoseconds = frameOffsetsNanoseconds
+        }
+
+        /// Monotonic time of sample `k`, in seconds: its position plus the least-delayed frame
+        /// offset over the next second of frames. Looking only ahead keeps the estimate right
+        /// when the server dropped samples (an overrun shifts every later offset up; the minimum
+        /// over frames after `k` still sees only offsets from after the drop, or from before it,
+        /// which are smaller and equally right for `k` before the drop).
+        func secondsOfSample(_ k: Int) -> Double {
+            let frame = min(k / max(1, samplesPerFrame), frameOffsetsNanoseconds.count - 1)
+            let window = max(1, sampleRateHertz / max(1, samplesPerFrame))
+            let offset = frameOffsetsNanoseconds[frame..<min(frameOffsetsNanoseconds.count, frame + window)].min()!
+            return (Double(offset) + Double(k) * 1e9 / Double(sampleRateHertz)) / 1e9
+        }
     }
 
     private struct State {
         var samples: [Int16] = []
-        /// Least (arrival − position) over all frames, in nanoseconds.
-        var earliestStart = Int64.max
+        var frameOffsets: [Int64] = []
     }
 
     private let capture: PulseAudioCapture
@@ -233,7 +262,7 @@ final class TimedRecorder: Sendable {
                     let position = framesRead * frameNanoseconds
                     state.withLock {
                         $0.samples += frame
-                        $0.earliestStart = min($0.earliestStart, arrival - position)
+                        $0.frameOffsets.append(arrival - position)
                     }
                     framesRead += 1
                 }
@@ -248,7 +277,8 @@ final class TimedRecorder: Sendable {
         return state.withLock {
             Recording(
                 samples: $0.samples, sampleRateHertz: endpoint.format.sampleRateHertz,
-                startSeconds: Double($0.earliestStart) / 1e9)
+                samplesPerFrame: endpoint.format.samplesPerFrame,
+                frameOffsetsNanoseconds: $0.frameOffsets.isEmpty ? [0] : $0.frameOffsets)
         }
     }
 }

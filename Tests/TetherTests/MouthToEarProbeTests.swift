@@ -36,4 +36,17 @@ struct MouthToEarProbeTests {
         let found = MouthToEarProbe.onsets(recording(burstStarts: [10_000], amplitude: 3_000, startSeconds: 0))
         #expect(found.count == 1)
     }
+
+    @Test func samplesDroppedByTheServerDoNotShiftOnsetsOnEitherSide() {
+        // 10 ms frames; 20 ms of samples were lost before frame 100, so every later frame
+        // arrives 20 ms "late" for its position.
+        var r = recording(burstStarts: [20 * 480 + 7, 150 * 480 + 11], amplitude: 8_000, startSeconds: 0)
+        r = TimedRecorder.Recording(
+            samples: r.samples, sampleRateHertz: 48_000, samplesPerFrame: 480,
+            frameOffsetsNanoseconds: (0..<400).map { $0 < 100 ? 5_000_000_000 : 5_020_000_000 })
+        let found = MouthToEarProbe.onsets(r)
+        #expect(found.count == 2)
+        #expect(abs(found[0] - (5 + Double(20 * 480 + 7) / 48_000)) < 0.0006)
+        #expect(abs(found[1] - (5.02 + Double(150 * 480 + 11) / 48_000)) < 0.0006)
+    }
 }

@@ -389,6 +389,9 @@ final class PulseStreamEngine: @unchecked Sendable {
                     io.pointee.requestRealtimeOnce()
                     io.pointee.drainRecordStream(stream!)
                 }, io)
+            pa_stream_set_overflow_callback(
+                stream,
+                { _, userdata in userdata!.assumingMemoryBound(to: PulseStreamIO.self).pointee.countServerXrun(.capture) }, io)
             var attributes = pa_buffer_attr(
                 maxlength: 4 * periodBytes, tlength: UInt32.max, prebuf: UInt32.max, minreq: UInt32.max,
                 fragsize: periodBytes)
@@ -403,6 +406,9 @@ final class PulseStreamEngine: @unchecked Sendable {
                     io.pointee.requestRealtimeOnce()
                     io.pointee.fillPlaybackStream(stream!, requestedBytes: requestedBytes)
                 }, io)
+            pa_stream_set_underflow_callback(
+                stream,
+                { _, userdata in userdata!.assumingMemoryBound(to: PulseStreamIO.self).pointee.countServerXrun(.playback) }, io)
             var attributes = pa_buffer_attr(
                 maxlength: 4 * periodBytes, tlength: periodBytes, prebuf: (periodBytes / 2) & ~1,
                 minreq: UInt32.max, fragsize: UInt32.max)
@@ -423,6 +429,8 @@ final class PulseStreamEngine: @unchecked Sendable {
         pa_stream_set_moved_callback(stream, nil, nil)
         pa_stream_set_read_callback(stream, nil, nil)
         pa_stream_set_write_callback(stream, nil, nil)
+        pa_stream_set_overflow_callback(stream, nil, nil)
+        pa_stream_set_underflow_callback(stream, nil, nil)
         if pa_stream_get_state(stream) == PA_STREAM_READY || pa_stream_get_state(stream) == PA_STREAM_CREATING {
             pa_stream_disconnect(stream)
         }

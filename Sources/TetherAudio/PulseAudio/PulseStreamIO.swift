@@ -45,6 +45,15 @@ struct PulseStreamIO {
         pointer.deallocate()
     }
 
+    /// The server ran out of our playback data (it played silence) or dropped capture data we
+    /// did not read in time: counted with the ring's own underruns and overruns.
+    /// - Note: Called on the mainloop thread; must not allocate.
+    func countServerXrun(_ direction: PulseDirection) {
+        counters._withUnsafeGuaranteedRef {
+            _ = direction == .capture ? $0.overruns.add(1, ordering: .relaxed) : $0.underruns.add(1, ordering: .relaxed)
+        }
+    }
+
     /// On the first callback of a run, asks SCHED_FIFO for the calling (mainloop) thread, falling
     /// back quietly to normal scheduling, and records what was granted.
     /// - Note: Called on the mainloop thread; must not allocate.
