@@ -101,14 +101,16 @@ struct OutageTests {
         let cut = try await call.establishThenCut()
         let disruptedA = try #require(await call.when("A", enters: "mediaDisrupted", since: cut, timeoutSeconds: 3))
         let disruptedB = try #require(await call.when("B", enters: "mediaDisrupted", since: cut, timeoutSeconds: 3))
-        // Detection within 1.0 s of the last packet: at most ~1.1 s after the cut (20 ms frames, 20 ms polling).
-        #expect(seconds(cut, disruptedA) < 1.25 && seconds(cut, disruptedA) >= 0.9)
-        #expect(seconds(cut, disruptedB) < 1.25)
+        // Detection 1.0 s after the last packet: about 1.0–1.1 s after the cut (20 ms frames, 20 ms
+        // polling); the upper margin is for a loaded 2-core machine (the exact instants are the
+        // state machine's tests, on a manual clock), the lower one catches a detector that fires early.
+        #expect(seconds(cut, disruptedA) < 1.45 && seconds(cut, disruptedA) >= 0.9)
+        #expect(seconds(cut, disruptedB) < 1.45 && seconds(cut, disruptedB) >= 0.9)
         try await Task.sleep(until: .now + .milliseconds(1500 - Int(seconds(cut, MonotonicClock.nanoseconds()) * 1000)))
         let back = MonotonicClock.nanoseconds()
         call.relay.blackHole(false)
         let restoredA = try #require(await call.when("A", enters: "established", since: back, timeoutSeconds: 3))
-        #expect(seconds(back, restoredA) < 0.5)
+        #expect(seconds(back, restoredA) < 1.0)  // before renewal would begin (3 s after the cut)
         #expect(!call.states("A").contains("renewingMedia"))
         let recovery = call.a.statistics().recovery
         #expect(recovery.disruptions.count == 1)

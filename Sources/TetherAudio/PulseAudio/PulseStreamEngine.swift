@@ -409,8 +409,10 @@ final class PulseStreamEngine: @unchecked Sendable {
             pa_stream_set_underflow_callback(
                 stream,
                 { _, userdata in userdata!.assumingMemoryBound(to: PulseStreamIO.self).pointee.countServerXrun(.playback) }, io)
+            // Two periods queued in the server: with one (tried first) the server ran dry 8–18
+            // times in 10 s through the loopback devices; with two, 1–2 (`tether-bench latency`).
             var attributes = pa_buffer_attr(
-                maxlength: 4 * periodBytes, tlength: periodBytes, prebuf: (periodBytes / 2) & ~1,
+                maxlength: 8 * periodBytes, tlength: 2 * periodBytes, prebuf: (periodBytes / 2) & ~1,
                 minreq: UInt32.max, fragsize: UInt32.max)
             result = withOptionalCString(device) {
                 pa_stream_connect_playback(stream, $0, &attributes, pa_stream_flags_t(rawValue: flags), nil, nil)
