@@ -251,6 +251,24 @@ struct CallSessionMuteTests {
         await b.hangUp()
     }
 
+    @Test func captureThatCannotOpenIsRefusedWhenTheConfigurationRequiresCapture() async throws {
+        var configuration = CallConfiguration(
+            audioSource: WAVFileSource(path: "/nonexistent/tether.wav"), localAddresses: ["127.0.0.1"], statisticsIntervalSeconds: 0)
+        configuration.requiresCapture = true
+        let a = try CallSession(configuration: configuration)
+        let b = try CallSession(configuration: CallConfiguration(localAddresses: ["127.0.0.1"], statisticsIntervalSeconds: 0))
+        try await a.start()
+        try await b.start()
+        let answer = try await b.acceptOffer(try await a.makeOffer())
+        await #expect {
+            try await a.applyAnswer(answer)
+        } throws: { error in
+            (error as? TetherError)?.code == .captureDeviceFailed && (error as? TetherError)?.isTerminal == false
+        }
+        await a.hangUp()
+        await b.hangUp()
+    }
+
     @Test func captureThatCannotOpenGoesListenOnlyWithAnErrorEvent() async throws {
         let a = try CallSession(
             configuration: CallConfiguration(
