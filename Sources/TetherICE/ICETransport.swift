@@ -273,9 +273,17 @@ public final class ICETransport: @unchecked Sendable {
         nice_agent_attach_recv(agent, streamID, 1, context, nil, nil)
         CNice_disconnect_all(agent, Unmanaged.passUnretained(self).toOpaque())
         // Run (and free) closures still queued for the loop while the agent is alive.
-        while g_main_context_iteration(context, 0) != 0 {}
+        drainContext()
         g_main_context_release(context)
         releaseAgentAndContext()
+    }
+
+    /// Dispatches what is ready on the (acquired) context without blocking, a bounded number of
+    /// times: a source that stays ready (a peer still sending to our sockets) must not keep a
+    /// closing transport spinning forever, as an unbounded `while iteration {}` once did.
+    private func drainContext() {
+        var rounds = 0
+        while rounds < 256, g_main_context_iteration(context, 0) != 0 { rounds += 1 }
     }
 
     private func releaseAgentAndContext() {
@@ -287,7 +295,7 @@ public final class ICETransport: @unchecked Sendable {
         g_object_unref(UnsafeMutableRawPointer(agent))
         // Drain whatever the agent's finalisation left on the context.
         _ = g_main_context_acquire(context)
-        while g_main_context_iteration(context, 0) != 0 {}
+        drainContext()
         g_main_context_release(context)
         g_main_loop_unref(loop)
         g_main_context_unref(context)
