@@ -385,7 +385,8 @@ public actor CallSession {
         let sink = context.sink?.statistics ?? AudioDeviceStatistics()
         return CallStatistics(
             codec: context.codec, payloadType: context.payloadType, packetTimeMilliseconds: context.packetTimeMilliseconds,
-            targetBitrateBitsPerSecond: context.bitrate, srtpSuite: context.suite,
+            targetBitrateBitsPerSecond: c.encoderBitrateBitsPerSecond > 0 ? c.encoderBitrateBitsPerSecond : context.bitrate,
+            srtpSuite: context.suite,
             packetsSent: c.packetsSent, bytesSent: c.bytesSent, rtcpPacketsSent: c.rtcpPacketsSent, sendFailures: c.sendFailures,
             packetsReceived: c.packetsReceived, bytesReceived: c.bytesReceived, packetsLost: c.packetsLost,
             fractionLost: c.fractionLost, jitterMilliseconds: c.jitterMilliseconds, rtcpPacketsReceived: c.rtcpPacketsReceived,
@@ -398,6 +399,10 @@ public actor CallSession {
             jitterBufferTargetMilliseconds: Double(configuration.jitterBufferTargetMilliseconds),
             framesDecoded: c.framesDecoded, framesConcealed: c.framesConcealed, framesRecoveredByFEC: c.framesRecoveredByFEC,
             latePackets: c.latePackets, captureOverruns: source.overruns, playbackUnderruns: sink.underruns,
+            encoderExpectedLossPercent: c.encoderBitrateBitsPerSecond > 0
+                ? c.encoderExpectedLossPercent : (context.initialFEC ? context.initialExpectedLossPercent : 0),
+            encoderInBandFEC: c.encoderBitrateBitsPerSecond > 0 ? c.encoderInBandFEC : context.initialFEC,
+            encoderAdaptations: c.encoderAdaptations,
             mediaThreadScheduling: context.media?.scheduling.rawValue ?? ThreadScheduling.notStarted.rawValue,
             captureDevice: context.source?.name ?? "", captureThreadScheduling: source.scheduling.rawValue,
             playbackDevice: context.sink?.name ?? "", playbackThreadScheduling: sink.scheduling.rawValue,
@@ -541,6 +546,14 @@ public actor CallSession {
             if let cap = result.remoteOpusParameters.maxAverageBitrateBitsPerSecond, cap >= 6000 {
                 opus.bitrateBitsPerSecond = min(opus.bitrateBitsPerSecond, Int(cap))
             }
+            let adaptation = LossAdaptation(
+                baseBitrateBitsPerSecond: opus.bitrateBitsPerSecond,
+                maximumBitrateBitsPerSecond: result.remoteOpusParameters.maxAverageBitrateBitsPerSecond.map { Int($0) }
+                    ?? 510_000,
+                peerAcceptsFEC: opus.inBandFEC && result.remoteOpusParameters.useInbandFEC != false,
+                initialExpectedLossPercent: opus.inBandFEC ? opus.expectedLossPercent : 0)
+            opus.inBandFEC = adaptation.settings.inBandFEC
+            opus.expectedLossPercent = adaptation.settings.expectedLossPercent
             let encoder = try OpusEncoder(configuration: opus)
             let decoder = try OpusDecoder()
             let sink = internalSink
@@ -550,7 +563,7 @@ public actor CallSession {
                 payloadType: result.opusPayloadType, cname: cname,
                 jitterBufferTargetMilliseconds: configuration.jitterBufferTargetMilliseconds,
                 rtcpIntervalSeconds: configuration.rtcpIntervalSeconds, sendsMedia: result.direction.isSending,
-                notify: { sink.yield(.media($0)) })
+                lossAdaptation: adaptation, notify: { sink.yield(.media($0)) })
         } catch let error as SRTPError {
             throw TetherError(code: .srtpSetupFailed, isTerminal: false, canRetry: false, message: "\(error)", cause: error)
         } catch {
@@ -570,6 +583,8 @@ public actor CallSession {
             $0.payloadType = Int(result.opusPayloadType)
             $0.suite = suite.rawValue
             $0.bitrate = setup.encoder.configuration.bitrateBitsPerSecond
+            $0.initialFEC = setup.lossAdaptation.settings.inBandFEC
+            $0.initialExpectedLossPercent = setup.lossAdaptation.settings.expectedLossPercent
         }
         transition(to: .connecting)
         if configuration.statisticsIntervalSeconds > 0 {
@@ -957,6 +972,8 @@ struct StatisticsContext {
     var payloadType: Int
     var packetTimeMilliseconds: Int
     var bitrate: Int
+    var initialFEC = false
+    var initialExpectedLossPercent = 0
     var suite: String
     var media: MediaLoop?
     var localAddress = ""

@@ -1,3 +1,4 @@
+import TetherCore
 import TetherRealtime
 
 /// A snapshot of a call's media statistics.
@@ -79,6 +80,13 @@ public struct CallStatistics: Sendable, Equatable {
     public var captureOverruns: Int
     /// Playback frames played as silence because no audio was ready.
     public var playbackUnderruns: Int
+    /// The loss the encoder currently protects against (OPUS_SET_PACKET_LOSS_PERC), adapted to
+    /// the peer's reports.
+    public var encoderExpectedLossPercent: Int
+    /// Whether the encoder currently sends in-band FEC.
+    public var encoderInBandFEC: Bool
+    /// Times the encoder was reconfigured for the reported loss.
+    public var encoderAdaptations: Int
     /// Scheduling the media thread got (`SCHED_FIFO` or `SCHED_OTHER`).
     public var mediaThreadScheduling: String
     /// The capture device (its display name, for example "PulseAudio capture (mic.monitor)").
@@ -101,6 +109,31 @@ public struct CallStatistics: Sendable, Equatable {
     // MARK: Recovery
     /// Every disruption, the restarts made and how each ended.
     public var recovery: CallRecovery
+
+    /// Loss the listener hears, in percent: packets lost and not rebuilt from FEC, over the
+    /// packets expected.
+    public var heardLossPercent: Double {
+        let expected = packetsReceived + max(0, packetsLost)
+        guard expected > 0 else { return 0 }
+        return 100 * Double(max(0, packetsLost - framesRecoveredByFEC)) / Double(expected)
+    }
+
+    /// One-way delay the call adds on the network, in the jitter buffer and in the codec, in
+    /// milliseconds: half the round-trip time, the jitter buffer's delay, one packet and Opus's
+    /// 2.5 ms look-ahead. Device buffering is not included (`tether-bench latency` measures it).
+    public var estimatedOneWayDelayMilliseconds: Double {
+        (roundTripTimeMilliseconds ?? 0) / 2 + jitterBufferDelayMilliseconds + Double(packetTimeMilliseconds) + 2.5
+    }
+
+    /// Transmission rating R of the simplified E-model (ITU-T G.107) from the estimated one-way
+    /// delay and the heard loss; `nil` until media has been received.
+    public var qualityRating: Double? {
+        guard packetsReceived > 0 else { return nil }
+        return EModel.opus.rating(oneWayDelayMilliseconds: estimatedOneWayDelayMilliseconds, lossPercent: heardLossPercent)
+    }
+
+    /// Estimated MOS (1…4.5) from `qualityRating`; `nil` until media has been received.
+    public var meanOpinionScore: Double? { qualityRating.map(EModel.meanOpinionScore(rating:)) }
 
     /// Fraction of the packets the peer sent that we received, 0…1 (1 when nothing was expected).
     public var deliveryRatio: Double {
@@ -144,4 +177,9 @@ struct MediaCounters: BitwiseCopyable {
     var peerReportedHighestSequence: UInt32 = 0
     /// Monotonic arrival instant of that report, 0 before any.
     var peerReportArrivalNanoseconds: UInt64 = 0
+    /// The encoder's settings as the loss adaptation last set them (bitrate 0: never set).
+    var encoderExpectedLossPercent = 0
+    var encoderInBandFEC = false
+    var encoderBitrateBitsPerSecond = 0
+    var encoderAdaptations = 0
 }

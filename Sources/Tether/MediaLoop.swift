@@ -39,6 +39,8 @@ final class MediaLoop: @unchecked Sendable {
         var rtcpIntervalSeconds: Double
         /// Whether the negotiated direction lets us send RTP (RTCP flows either way).
         var sendsMedia: Bool = true
+        /// Adapts the encoder's expected loss, FEC and bitrate to the peer's reports.
+        var lossAdaptation: LossAdaptation
         var notify: @Sendable (MediaNotification) -> Void
     }
 
@@ -88,12 +90,14 @@ final class MediaLoop: @unchecked Sendable {
     private var lastSenderReportArrivalNanoseconds: UInt64 = 0
     private var announcedFirstMedia = false
     private var byeAnnounced = false
+    private var lossAdaptation: LossAdaptation
     /// Set by `stop(sendBye:)` before the thread is told to stop; read by the thread as it exits.
     private let stopWithBye = Atomic<Bool>(false)
 
     init(_ setup: Setup) {
         self.setup = setup
         sendsMedia = Atomic(setup.sendsMedia)
+        lossAdaptation = setup.lossAdaptation
         frameSamples = setup.encoder.configuration.samplesPerFrame
         frameNanoseconds = UInt64(setup.encoder.configuration.frameDurationMilliseconds) * 1_000_000
         pcm = .allocate(capacity: frameSamples)
@@ -291,6 +295,23 @@ final class MediaLoop: @unchecked Sendable {
         }
     }
 
+    /// Reconfigures the encoder for the loss the peer reports (a few opus_encoder_ctl calls).
+    private func applyEncoderSettings(_ settings: LossAdaptation.Settings) {
+        var c = setup.encoder.configuration
+        c.expectedLossPercent = settings.expectedLossPercent
+        c.inBandFEC = settings.inBandFEC
+        c.bitrateBitsPerSecond = settings.bitrateBitsPerSecond
+        do throws(OpusCodecError) {
+            try setup.encoder.apply(c)
+        } catch {
+            return
+        }
+        stats.encoderExpectedLossPercent = settings.expectedLossPercent
+        stats.encoderInBandFEC = settings.inBandFEC
+        stats.encoderBitrateBitsPerSecond = settings.bitrateBitsPerSecond
+        stats.encoderAdaptations += 1
+    }
+
     /// Takes the peer's view of our stream from the report blocks about our SSRC.
     private func absorb(_ blocks: RTCPReportBlocks, arrivalNTPMiddle32: UInt32, reportArrivalNanoseconds: UInt64) {
         for block in blocks where block.ssrc == localSSRC {
@@ -299,6 +320,11 @@ final class MediaLoop: @unchecked Sendable {
             stats.remotePacketsLost = Int(block.cumulativeLost)
             stats.remoteFractionLost = Double(block.fractionLost) / 256
             stats.remoteJitterMilliseconds = Double(block.interarrivalJitter) / 48
+            if let settings = lossAdaptation.reportReceived(
+                fractionLost: Double(block.fractionLost) / 256, now: MonotonicInstant(nanoseconds: reportArrivalNanoseconds))
+            {
+                applyEncoderSettings(settings)
+            }
             if let rtt = NTPTimestamp.roundTripTime(
                 arrivalNTPMiddle32: arrivalNTPMiddle32, lastSenderReport: block.lastSenderReport,
                 delaySinceLastSenderReport: block.delaySinceLastSenderReport)

@@ -22,6 +22,14 @@ enum StatisticsJSON {
             "restarts": s.recovery.restartCount,
         ]
         if let rtt = s.roundTripTimeMilliseconds { o["rttMs"] = rtt }
+        if let mos = s.meanOpinionScore, let r = s.qualityRating {
+            o["mos"] = mos
+            o["rFactor"] = r
+        }
+        o["heardLossPercent"] = s.heardLossPercent
+        o["fecEnabled"] = s.encoderInBandFEC
+        o["fecExpectedLossPercent"] = s.encoderExpectedLossPercent
+        o["encoderAdaptations"] = s.encoderAdaptations
         return o
     }
 }

@@ -27,6 +27,8 @@ enum StatisticsTable {
             ("SRTP auth / replay fails", { "\($0.srtpAuthenticationFailures) / \($0.srtpReplayFailures)" }),
             ("malformed / send failures", { "\($0.malformedPackets) / \($0.sendFailures)" }),
             ("capture overruns / playback underruns", { "\($0.captureOverruns) / \($0.playbackUnderruns)" }),
+            ("encoder FEC / expected loss", { "\($0.encoderInBandFEC ? "on" : "off") / \($0.encoderExpectedLossPercent) % (\($0.encoderAdaptations) adaptations)" }),
+            ("estimated MOS (E-model R)", { s in s.meanOpinionScore.map { String(format: "%.2f (R %.1f)", $0, s.qualityRating!) } ?? "-" }),
             ("media thread", { $0.mediaThreadScheduling }),
             ("capture device (thread)", { "\($0.captureDevice) (\($0.captureThreadScheduling))" }),
             ("playback device (thread)", { "\($0.playbackDevice) (\($0.playbackThreadScheduling))" }),

@@ -67,6 +67,10 @@ struct CallSessionIntegrationTests {
         // magnitude); the margin holds on a loaded 2-core machine.
         let rtt = try #require(sa.roundTripTimeMilliseconds)
         #expect(rtt >= 0 && rtt < 250)
+        // A clean loopback call rates as excellent on the E-model (R ≈ 93 less ~2 for ~65 ms).
+        let mos = try #require(sa.meanOpinionScore)
+        #expect(mos > 4.2 && mos <= 4.5, "MOS \(mos), R \(sa.qualityRating ?? -1)")
+        #expect(sa.heardLossPercent < 5)
 
         // The received audio is the peer's tone: right frequency and level.
         for (file, expected) in [("/a.wav", 660.0), ("/b.wav", 440.0)] {

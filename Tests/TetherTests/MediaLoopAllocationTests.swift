@@ -2,6 +2,7 @@ import CAllocationCounter
 import Foundation
 import Synchronization
 import Testing
+import TetherCore
 import TetherCodec
 import TetherICE
 import TetherRTP
@@ -63,6 +64,9 @@ struct MediaLoopAllocationTests {
                 outbound: try SRTPContext(direction: .outbound, key: send), inbound: try SRTPContext(direction: .inbound, key: receive),
                 transport: transport, receiveRing: ring, captureRing: capture, playbackRing: playback, wakeup: wakeup,
                 payloadType: 111, cname: "alloc-test", jitterBufferTargetMilliseconds: 40, rtcpIntervalSeconds: 60,
+                lossAdaptation: LossAdaptation(
+                    baseBitrateBitsPerSecond: 32_000, maximumBitrateBitsPerSecond: 64_000, peerAcceptsFEC: true,
+                    initialExpectedLossPercent: 10),
                 notify: { _ in }))
     }
 

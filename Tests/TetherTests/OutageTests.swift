@@ -96,6 +96,37 @@ struct OutageTests {
         await call.end()
     }
 
+    /// Random loss on the path: the peer's receiver reports carry it back, the sender raises its
+    /// encoder's expected loss (keeping in-band FEC on), and the receiver rebuilds lost frames
+    /// from the next packet's FEC.
+    @Test func reportedLossRaisesTheSendersProtectionAndFECRebuildsFrames() async throws {
+        let call = try RelayedCall()
+        try await call.start()
+        #expect(await call.when("A", enters: "established", timeoutSeconds: 5) != nil)
+        #expect(call.a.statistics().encoderExpectedLossPercent == 10)  // the configured start
+        call.relay.updateImpairments { $0.lossPercent = 25 }
+        var adapted = false
+        for _ in 0..<400 {  // RTCP every ~1 s (randomised): allow 10 s
+            let s = call.a.statistics()
+            if s.encoderAdaptations >= 1 && s.encoderExpectedLossPercent >= 15 && s.encoderInBandFEC {
+                adapted = true
+                break
+            }
+            try await Task.sleep(for: .milliseconds(25))
+        }
+        #expect(adapted, "A: expected loss \(call.a.statistics().encoderExpectedLossPercent) %, \(call.a.statistics().encoderAdaptations) adaptations")
+        // B's description caps the bitrate (maxaveragebitrate=32000), so it does not rise here.
+        #expect(call.a.statistics().targetBitrateBitsPerSecond == 32_000)
+        try await Task.sleep(for: .seconds(1))
+        let b = call.b.statistics()
+        #expect(b.framesRecoveredByFEC > 0, "B lost \(b.packetsLost), rebuilt \(b.framesRecoveredByFEC) from FEC")
+        // What the listener hears is the loss FEC could not rebuild.
+        let lostPercent = 100 * Double(b.packetsLost) / Double(b.packetsReceived + b.packetsLost)
+        #expect(b.heardLossPercent < lostPercent)
+        call.relay.updateImpairments { $0.lossPercent = 0 }
+        await call.end()
+    }
+
     @Test func shortOutageIsDetectedAndRecoversWithoutRestart() async throws {
         let call = try RelayedCall()
         let cut = try await call.establishThenCut()

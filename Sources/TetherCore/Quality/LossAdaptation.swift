@@ -1,0 +1,79 @@
+import Glibc
+
+/// Adapts the sender's Opus settings to the loss the peer reports in RTCP (sans-IO: each report
+/// comes with its `now`).
+///
+/// - The loss estimate follows a report's fraction lost at once when it rises and decays towards
+///   lower reports with a half-life of `decayHalfLifeSeconds`, so one clean report after a lossy
+///   stretch does not switch protection off.
+/// - Expected loss for the encoder (`OPUS_SET_PACKET_LOSS_PERC`, which sizes the in-band FEC) is
+///   the estimate in whole percent, bounded to `maximumExpectedLossPercent`; it only changes by
+///   `hysteresisPercent` or more, or to and from zero, so the encoder is not reconfigured on noise.
+/// - In-band FEC is on while the expected loss is above zero (when the peer accepts FEC at all).
+/// - The bitrate rises with the loss, up to `maximumBitrateIncrease` over the base, so that FEC's
+///   redundancy does not starve the primary encoding; it never exceeds `maximumBitrateBitsPerSecond`.
+public struct LossAdaptation: Sendable, Equatable {
+    public struct Settings: Sendable, Equatable {
+        public var expectedLossPercent: Int
+        public var inBandFEC: Bool
+        public var bitrateBitsPerSecond: Int
+
+        public init(expectedLossPercent: Int, inBandFEC: Bool, bitrateBitsPerSecond: Int) {
+            self.expectedLossPercent = expectedLossPercent
+            self.inBandFEC = inBandFEC
+            self.bitrateBitsPerSecond = bitrateBitsPerSecond
+        }
+    }
+
+    public var baseBitrateBitsPerSecond: Int
+    public var maximumBitrateBitsPerSecond: Int
+    /// Whether the peer accepts in-band FEC (`useinbandfec=1`).
+    public var peerAcceptsFEC: Bool
+    public var decayHalfLifeSeconds = 8.0
+    public var maximumExpectedLossPercent = 30
+    public var hysteresisPercent = 2
+    public var maximumBitrateIncrease = 0.25
+
+    /// The current loss estimate, 0…1.
+    public private(set) var lossEstimate = 0.0
+    /// What the encoder should use now.
+    public private(set) var settings: Settings
+    private var lastReport: MonotonicInstant?
+
+    public init(baseBitrateBitsPerSecond: Int, maximumBitrateBitsPerSecond: Int, peerAcceptsFEC: Bool, initialExpectedLossPercent: Int = 0) {
+        self.baseBitrateBitsPerSecond = baseBitrateBitsPerSecond
+        self.maximumBitrateBitsPerSecond = max(baseBitrateBitsPerSecond, maximumBitrateBitsPerSecond)
+        self.peerAcceptsFEC = peerAcceptsFEC
+        lossEstimate = Double(max(0, initialExpectedLossPercent)) / 100
+        settings = Settings(expectedLossPercent: 0, inBandFEC: false, bitrateBitsPerSecond: baseBitrateBitsPerSecond)
+        settings = target(expectedLossPercent: min(maximumExpectedLossPercent, max(0, initialExpectedLossPercent)))
+    }
+
+    /// Takes a report's fraction lost (0…1, RTCP's 8-bit value / 256). Returns the new settings
+    /// when they changed, `nil` otherwise.
+    public mutating func reportReceived(fractionLost: Double, now: MonotonicInstant) -> Settings? {
+        let reported = min(1, max(0, fractionLost))
+        if let lastReport, now > lastReport {
+            let elapsed = Double(now.nanoseconds - lastReport.nanoseconds) / 1e9
+            lossEstimate *= pow(0.5, elapsed / decayHalfLifeSeconds)
+        }
+        lastReport = now
+        lossEstimate = max(lossEstimate, reported)
+        let wanted = min(maximumExpectedLossPercent, Int((lossEstimate * 100).rounded()))
+        let current = settings.expectedLossPercent
+        let changes = (wanted == 0) != (current == 0) || abs(wanted - current) >= hysteresisPercent
+        guard changes else { return nil }
+        let next = target(expectedLossPercent: wanted)
+        guard next != settings else { return nil }
+        settings = next
+        return next
+    }
+
+    private func target(expectedLossPercent: Int) -> Settings {
+        let increase = min(maximumBitrateIncrease, 2 * Double(expectedLossPercent) / 100)
+        let bitrate = min(maximumBitrateBitsPerSecond, Int((Double(baseBitrateBitsPerSecond) * (1 + increase)).rounded()))
+        return Settings(
+            expectedLossPercent: expectedLossPercent, inBandFEC: peerAcceptsFEC && expectedLossPercent > 0,
+            bitrateBitsPerSecond: bitrate)
+    }
+}

@@ -1,0 +1,56 @@
+import Testing
+import TetherCore
+
+@Suite("Sender adaptation to the loss the peer reports")
+struct LossAdaptationTests {
+    func at(_ seconds: Double) -> MonotonicInstant { MonotonicInstant(nanoseconds: UInt64(seconds * 1e9)) }
+
+    @Test func cleanReportsChangeNothing() {
+        var a = LossAdaptation(baseBitrateBitsPerSecond: 32_000, maximumBitrateBitsPerSecond: 64_000, peerAcceptsFEC: true)
+        #expect(a.settings == .init(expectedLossPercent: 0, inBandFEC: false, bitrateBitsPerSecond: 32_000))
+        for t in stride(from: 0.0, to: 30, by: 2.5) { #expect(a.reportReceived(fractionLost: 0, now: at(t)) == nil) }
+    }
+
+    @Test func lossTurnsFECOnAtOnceAndRaisesTheBitrateWithinItsBound() throws {
+        var a = LossAdaptation(baseBitrateBitsPerSecond: 32_000, maximumBitrateBitsPerSecond: 64_000, peerAcceptsFEC: true)
+        let sChange = a.reportReceived(fractionLost: 26.0 / 256, now: at(5))
+        let s = try #require(sChange)  // 10.2 %
+        #expect(s == .init(expectedLossPercent: 10, inBandFEC: true, bitrateBitsPerSecond: 38_400))  // +20 %
+        let heavyChange = a.reportReceived(fractionLost: 0.5, now: at(7.5))
+        let heavy = try #require(heavyChange)
+        #expect(heavy.expectedLossPercent == 30)  // bounded
+        #expect(heavy.bitrateBitsPerSecond == 40_000)  // +25 % at most
+    }
+
+    @Test func oneCleanReportDoesNotSwitchProtectionOffButItDecaysWithItsHalfLife() throws {
+        var a = LossAdaptation(baseBitrateBitsPerSecond: 32_000, maximumBitrateBitsPerSecond: 64_000, peerAcceptsFEC: true)
+        _ = a.reportReceived(fractionLost: 0.2, now: at(0))
+        // 2.5 s later: 20 % × 0.5^(2.5/8) = 16.1 % → 16 (a change of 4 points ≥ hysteresis).
+        #expect(a.reportReceived(fractionLost: 0, now: at(2.5))?.expectedLossPercent == 16)
+        // 8 s after the loss: 10 %.
+        #expect(a.reportReceived(fractionLost: 0, now: at(8))?.expectedLossPercent == 10)
+        // It reaches zero (and FEC goes off) only after about 5 half-lives of clean reports.
+        var t = 8.0
+        while a.settings.expectedLossPercent > 0 && t < 120 {
+            t += 2.5
+            _ = a.reportReceived(fractionLost: 0, now: at(t))
+        }
+        #expect(a.settings == .init(expectedLossPercent: 0, inBandFEC: false, bitrateBitsPerSecond: 32_000))
+        #expect(t > 30 && t < 50, "protection ended at \(t) s")
+    }
+
+    @Test func smallWobblesWithinTheHysteresisDoNotReconfigure() throws {
+        var a = LossAdaptation(baseBitrateBitsPerSecond: 32_000, maximumBitrateBitsPerSecond: 64_000, peerAcceptsFEC: true)
+        let first = a.reportReceived(fractionLost: 0.05, now: at(0))
+        #expect(first != nil)
+        #expect(a.reportReceived(fractionLost: 0.06, now: at(0.5)) == nil)  // 6 vs 5: below 2 points
+        #expect(a.reportReceived(fractionLost: 0.07, now: at(1))?.expectedLossPercent == 7)
+    }
+
+    @Test func aPeerThatRefusesFECGetsExpectedLossButNoFEC() throws {
+        var a = LossAdaptation(baseBitrateBitsPerSecond: 24_000, maximumBitrateBitsPerSecond: 24_000, peerAcceptsFEC: false)
+        let sChange = a.reportReceived(fractionLost: 0.1, now: at(1))
+        let s = try #require(sChange)
+        #expect(s == .init(expectedLossPercent: 10, inBandFEC: false, bitrateBitsPerSecond: 24_000))  // capped by the maximum
+    }
+}
