@@ -91,6 +91,8 @@ final class MediaLoop: @unchecked Sendable {
     private var announcedFirstMedia = false
     private var byeAnnounced = false
     private var lossAdaptation: LossAdaptation
+    /// Long concealment runs (loss, DTX pauses) fade into comfort noise.
+    private var concealmentFade = ConcealmentFade()
     /// Set by `stop(sendBye:)` before the thread is told to stop; read by the thread as it exits.
     private let stopWithBye = Atomic<Bool>(false)
 
@@ -471,6 +473,7 @@ final class MediaLoop: @unchecked Sendable {
         case .packet(_, let payload):
             do throws(OpusCodecError) {
                 _ = try setup.decoder.decode(payload, into: pcm)
+                concealmentFade.decoded()
                 stats.framesDecoded += 1
                 stats.lastDecodedNanoseconds = now
                 if !announcedFirstMedia {
@@ -485,6 +488,7 @@ final class MediaLoop: @unchecked Sendable {
         case .fecFromNext(let payload):
             do throws(OpusCodecError) {
                 _ = try setup.decoder.decodeFEC(from: payload, into: pcm)
+                concealmentFade.decoded()
                 stats.framesRecoveredByFEC += 1
                 return pcm
             } catch {
@@ -498,6 +502,7 @@ final class MediaLoop: @unchecked Sendable {
     private func conceal() -> UnsafeMutableBufferPointer<Int16> {
         do throws(OpusCodecError) {
             _ = try setup.decoder.conceal(into: pcm)
+            concealmentFade.concealed(pcm)
             stats.framesConcealed += 1
             return pcm
         } catch {
