@@ -76,7 +76,11 @@ public final class JitterBuffer {
     private let frameSamples: Int64
     private let targetDelaySamples: Int64
     private let targetDelayNanoseconds: UInt64
-    private let driftThresholdSamples: Int64
+    /// Target + drift margin; follows the estimate when the target is adaptive.
+    private var driftThresholdSamples: Int64
+    private let driftMarginSamples: Int64
+    private let maximumTargetSamples: Int64
+    private let estimator: ArrivalDelayEstimator?
     private let driftSustainPulls: Int
     private let reanchorThresholdSamples: Int64
     private let slotCount: Int
@@ -125,7 +129,10 @@ public final class JitterBuffer {
         frameSamples = frame
         targetDelaySamples = max(targetMilliseconds * clock / 1000, frame)
         targetDelayNanoseconds = max(UInt64(targetMilliseconds) * 1_000_000, frameNanoseconds)
-        driftThresholdSamples = targetDelaySamples + Int64(max(0, configuration.driftMarginFrames)) * frame
+        driftMarginSamples = Int64(max(0, configuration.driftMarginFrames)) * frame
+        driftThresholdSamples = targetDelaySamples + driftMarginSamples
+        maximumTargetSamples = max(frame, Int64(max(0, configuration.maximumDelayMilliseconds)) * clock / 1000)
+        estimator = configuration.adaptiveTarget ? ArrivalDelayEstimator() : nil
         let sustainNanoseconds = UInt64(max(0, configuration.driftSustainMilliseconds)) * 1_000_000
         driftSustainPulls = max(1, Int((sustainNanoseconds + frameNanoseconds - 1) / max(1, frameNanoseconds)))
         reanchorThresholdSamples = max(Int64(max(0, configuration.reanchorThresholdMilliseconds)) * clock / 1000, frame)
@@ -264,6 +271,13 @@ public final class JitterBuffer {
             expectedSequence = slots[first].sequence
         }
 
+        if let estimator {
+            let spread = estimator.spreadNanoseconds * clockRateHertz / 1_000_000_000
+            let frames = (spread + frameSamples - 1) / frameSamples
+            let target = min(maximumTargetSamples, max(frameSamples, frames * frameSamples))
+            driftThresholdSamples = target + driftMarginSamples
+            counters.targetDelayMilliseconds = Int(target * 1000 / clockRateHertz)
+        }
         var scan = scanSlots()
         if scan.count > 0 && scan.newestEnd - playoutTimestamp > driftThresholdSamples {
             excessPulls += 1
@@ -333,7 +347,9 @@ public final class JitterBuffer {
         hasCandidate = false
         stalledFrames = 0
         excessPulls = 0
-        let target = counters.targetDelayMilliseconds
+        estimator?.reset()
+        driftThresholdSamples = targetDelaySamples + driftMarginSamples
+        let target = Int(targetDelaySamples * 1000 / clockRateHertz)
         counters = JitterBufferStatistics()
         counters.targetDelayMilliseconds = target
     }
@@ -410,6 +426,7 @@ public final class JitterBuffer {
     }
 
     private func write(slot: Int, sequence: Int64, timestamp: Int64, payload: UnsafeRawBufferPointer, arrivalNanoseconds: UInt64) {
+        estimator?.record(arrivalNanoseconds: arrivalNanoseconds, mediaNanoseconds: timestamp * 1_000_000 / (clockRateHertz / 1000))
         if let source = payload.baseAddress, payload.count > 0 {
             payloadPointer(slot: slot).copyMemory(from: source, byteCount: payload.count)
         }

@@ -23,6 +23,13 @@ extension JitterBuffer {
         /// Distance in milliseconds between a packet's timestamp and the playout point beyond
         /// which the packet is treated as the possible start of a new stream (re-anchor).
         public var reanchorThresholdMilliseconds: Int
+        /// When true, the target follows the arrivals: the 95th percentile of how late packets
+        /// come relative to the fastest of the last 250 (`ArrivalDelayEstimator`), rounded up to
+        /// whole frames, at least one frame and at most `maximumDelayMilliseconds`.
+        /// `targetDelayMilliseconds` is then only the delay the first packet waits.
+        public var adaptiveTarget: Bool = false
+        /// Upper bound of an adaptive target, in milliseconds.
+        public var maximumDelayMilliseconds: Int = 200
 
         /// Creates a configuration; every parameter has a default suited to 20 ms Opus frames.
         public init(
