@@ -403,6 +403,7 @@ public actor CallSession {
                 ? c.encoderExpectedLossPercent : (context.initialFEC ? context.initialExpectedLossPercent : 0),
             encoderInBandFEC: c.encoderBitrateBitsPerSecond > 0 ? c.encoderInBandFEC : context.initialFEC,
             encoderAdaptations: c.encoderAdaptations,
+            sendBitrateBitsPerSecond: c.sendBitrateBitsPerSecond, receiveBitrateBitsPerSecond: c.receiveBitrateBitsPerSecond,
             mediaThreadScheduling: context.media?.scheduling.rawValue ?? ThreadScheduling.notStarted.rawValue,
             captureDevice: context.source?.name ?? "", captureThreadScheduling: source.scheduling.rawValue,
             playbackDevice: context.sink?.name ?? "", playbackThreadScheduling: sink.scheduling.rawValue,

@@ -87,6 +87,9 @@ public struct CallStatistics: Sendable, Equatable {
     public var encoderInBandFEC: Bool
     /// Times the encoder was reconfigured for the reported loss.
     public var encoderAdaptations: Int
+    /// RTP payload bits per second sent and received over the last whole second.
+    public var sendBitrateBitsPerSecond: Int
+    public var receiveBitrateBitsPerSecond: Int
     /// Scheduling the media thread got (`SCHED_FIFO` or `SCHED_OTHER`).
     public var mediaThreadScheduling: String
     /// The capture device (its display name, for example "PulseAudio capture (mic.monitor)").
@@ -182,4 +185,6 @@ struct MediaCounters: BitwiseCopyable {
     var encoderInBandFEC = false
     var encoderBitrateBitsPerSecond = 0
     var encoderAdaptations = 0
+    var sendBitrateBitsPerSecond = 0
+    var receiveBitrateBitsPerSecond = 0
 }

@@ -183,6 +183,7 @@ final class MediaLoop: @unchecked Sendable {
             nextRTCP = now + nanoseconds(seconds: setup.rtcpIntervalSeconds * randomUnit(1))
         }
         if now >= nextPublish {
+            updateBitrates(now: now)
             publish()
             nextPublish = now + 100_000_000
         }
@@ -508,6 +509,29 @@ final class MediaLoop: @unchecked Sendable {
         } catch {
             return silence
         }
+    }
+
+    private var bitrateWindowStart: UInt64 = 0
+    private var bytesSentAtWindowStart = 0
+    private var bytesReceivedAtWindowStart = 0
+
+    /// Send and receive bitrates of the RTP payload (the encoder's output, as RTCP's octet
+    /// counts) over the last whole second, updated once a second.
+    private func updateBitrates(now: UInt64) {
+        if bitrateWindowStart == 0 {
+            bitrateWindowStart = now
+            bytesSentAtWindowStart = stats.bytesSent
+            bytesReceivedAtWindowStart = stats.bytesReceived
+            return
+        }
+        let elapsed = now - bitrateWindowStart
+        guard elapsed >= 1_000_000_000 else { return }
+        let seconds = Double(elapsed) / 1e9
+        stats.sendBitrateBitsPerSecond = Int(Double(8 * (stats.bytesSent - bytesSentAtWindowStart)) / seconds)
+        stats.receiveBitrateBitsPerSecond = Int(Double(8 * (stats.bytesReceived - bytesReceivedAtWindowStart)) / seconds)
+        bitrateWindowStart = now
+        bytesSentAtWindowStart = stats.bytesSent
+        bytesReceivedAtWindowStart = stats.bytesReceived
     }
 
     /// Publishes the counters for `statistics()` readers.

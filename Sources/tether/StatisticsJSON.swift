@@ -30,6 +30,8 @@ enum StatisticsJSON {
         o["fecEnabled"] = s.encoderInBandFEC
         o["fecExpectedLossPercent"] = s.encoderExpectedLossPercent
         o["encoderAdaptations"] = s.encoderAdaptations
+        o["sendBitrate"] = s.sendBitrateBitsPerSecond
+        o["receiveBitrate"] = s.receiveBitrateBitsPerSecond
         return o
     }
 }

@@ -27,6 +27,7 @@ enum StatisticsTable {
             ("SRTP auth / replay fails", { "\($0.srtpAuthenticationFailures) / \($0.srtpReplayFailures)" }),
             ("malformed / send failures", { "\($0.malformedPackets) / \($0.sendFailures)" }),
             ("capture overruns / playback underruns", { "\($0.captureOverruns) / \($0.playbackUnderruns)" }),
+            ("bitrate sent / received", { String(format: "%.1f / %.1f kb/s", Double($0.sendBitrateBitsPerSecond) / 1000, Double($0.receiveBitrateBitsPerSecond) / 1000) }),
             ("encoder FEC / expected loss", { "\($0.encoderInBandFEC ? "on" : "off") / \($0.encoderExpectedLossPercent) % (\($0.encoderAdaptations) adaptations)" }),
             ("estimated MOS (E-model R)", { s in s.meanOpinionScore.map { String(format: "%.2f (R %.1f)", $0, s.qualityRating!) } ?? "-" }),
             ("media thread", { $0.mediaThreadScheduling }),

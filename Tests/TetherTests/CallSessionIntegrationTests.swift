@@ -71,6 +71,9 @@ struct CallSessionIntegrationTests {
         let mos = try #require(sa.meanOpinionScore)
         #expect(mos > 4.2 && mos <= 4.5, "MOS \(mos), R \(sa.qualityRating ?? -1)")
         #expect(sa.heardLossPercent < 5)
+        // Payload bitrates: what the encoder makes (32 kb/s target, VBR) arrives at the same rate.
+        #expect(sa.sendBitrateBitsPerSecond > 8_000 && sa.sendBitrateBitsPerSecond < 64_000, "sent \(sa.sendBitrateBitsPerSecond) b/s")
+        #expect(abs(sb.receiveBitrateBitsPerSecond - sa.sendBitrateBitsPerSecond) < sa.sendBitrateBitsPerSecond / 5)
 
         // The received audio is the peer's tone: right frequency and level.
         for (file, expected) in [("/a.wav", 660.0), ("/b.wav", 440.0)] {
