@@ -34,4 +34,15 @@ public struct AudioEndpoint: Sendable {
 
     /// Whole frames the ring can hold.
     public var ringCapacityFrames: Int { ring.capacity / format.samplesPerFrame }
+
+    /// What every device checks at start: mono, and a ring that holds a whole frame.
+    /// - Throws: `.unsupportedFormat` (naming `deviceName`) or `.ringTooSmall`.
+    func validateForMonoDevice(named deviceName: String) throws(AudioDeviceError) {
+        guard format.channelCount == 1 else {
+            throw .unsupportedFormat(reason: "\(deviceName) handles mono only, not \(format.channelCount) channels")
+        }
+        guard ring.capacity >= format.samplesPerFrame else {
+            throw .ringTooSmall(capacitySamples: ring.capacity, samplesPerFrame: format.samplesPerFrame)
+        }
+    }
 }

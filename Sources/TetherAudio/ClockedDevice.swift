@@ -190,13 +190,8 @@ final class ClockedDeviceRunner: Sendable {
     ) throws(AudioDeviceError) {
         try running.withLock { (running: inout Running?) throws(AudioDeviceError) in
             guard running == nil else { throw .alreadyStarted(name: deviceName) }
+            try endpoint.validateForMonoDevice(named: deviceName)
             let format = endpoint.format
-            guard format.channelCount == 1 else {
-                throw .unsupportedFormat(reason: "\(deviceName) handles mono only, not \(format.channelCount) channels")
-            }
-            guard endpoint.ring.capacity >= format.samplesPerFrame else {
-                throw .ringTooSmall(capacitySamples: endpoint.ring.capacity, samplesPerFrame: format.samplesPerFrame)
-            }
             let work = try prepare(endpoint)
             counters.reset()
             let io = DeviceThreadIO(endpoint: endpoint, counters: counters)

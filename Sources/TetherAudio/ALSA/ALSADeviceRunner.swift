@@ -68,13 +68,8 @@ final class ALSADeviceRunner: Sendable {
     func start(deviceName: String, endpoint: AudioEndpoint) throws(AudioDeviceError) {
         try running.withLock { (running: inout Running?) throws(AudioDeviceError) in
             guard running == nil else { throw .alreadyStarted(name: deviceName) }
+            try endpoint.validateForMonoDevice(named: deviceName)
             let format = endpoint.format
-            guard format.channelCount == 1 else {
-                throw .unsupportedFormat(reason: "\(deviceName) handles mono only, not \(format.channelCount) channels")
-            }
-            guard endpoint.ring.capacity >= format.samplesPerFrame else {
-                throw .ringTooSmall(capacitySamples: endpoint.ring.capacity, samplesPerFrame: format.samplesPerFrame)
-            }
             let request = ALSAPCMRequest(
                 pcmName: pcmName, direction: direction, sampleRateHertz: format.sampleRateHertz,
                 periodFrames: max(1, periodMilliseconds * format.sampleRateHertz / 1_000), periodCount: periodCount)
@@ -235,14 +230,7 @@ struct ALSADeviceLoop: Sendable {
                 }
                 continue
             }
-            let code = Int32(truncatingIfNeeded: result)
-            if code == -EAGAIN || code == 0 {
-                let waited = snd_pcm_wait(pcm, ALSADeviceRunner.waitTimeoutMilliseconds)
-                if waited >= 0 { continue }
-                if let lost = recover(pcm: pcm, code: waited, xruns: &xruns) { return .lost(lost) }
-            } else if let lost = recover(pcm: pcm, code: code, xruns: &xruns) {
-                return .lost(lost)
-            }
+            if let lost = waitOrRecover(pcm: pcm, result: result, xruns: &xruns) { return .lost(lost) }
         }
         return .stopped
     }
@@ -268,16 +256,22 @@ struct ALSADeviceLoop: Sendable {
                 written += result
                 continue
             }
-            let code = Int32(truncatingIfNeeded: result)
-            if code == -EAGAIN || code == 0 {
-                let waited = snd_pcm_wait(pcm, ALSADeviceRunner.waitTimeoutMilliseconds)
-                if waited >= 0 { continue }
-                if let lost = recover(pcm: pcm, code: waited, xruns: &xruns) { return .lost(lost) }
-            } else if let lost = recover(pcm: pcm, code: code, xruns: &xruns) {
-                return .lost(lost)
-            }
+            if let lost = waitOrRecover(pcm: pcm, result: result, xruns: &xruns) { return .lost(lost) }
         }
         return .stopped
+    }
+
+    /// After a read or write that moved nothing: waits for the device when it is only not ready
+    /// (-EAGAIN or 0), otherwise recovers from the error.
+    /// - Returns: `nil` to go on, or the error that lost the device.
+    /// - Note: Called on the device thread; must not allocate.
+    private func waitOrRecover(pcm: OpaquePointer, result: snd_pcm_sframes_t, xruns: inout Int) -> Int32? {
+        let code = Int32(truncatingIfNeeded: result)
+        if code == -EAGAIN || code == 0 {
+            let waited = snd_pcm_wait(pcm, ALSADeviceRunner.waitTimeoutMilliseconds)
+            return waited >= 0 ? nil : recover(pcm: pcm, code: waited, xruns: &xruns)
+        }
+        return recover(pcm: pcm, code: code, xruns: &xruns)
     }
 
     /// Writes silence for all of the buffer but one period, so that the first real period fills

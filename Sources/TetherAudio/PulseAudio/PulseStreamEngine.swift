@@ -95,14 +95,8 @@ final class PulseStreamEngine: @unchecked Sendable {
     func start(_ endpoint: AudioEndpoint) throws(AudioDeviceError) {
         try lifecycle.withLock { (_: inout Void) throws(AudioDeviceError) in
             guard mainloop == nil else { throw .alreadyStarted(name: displayName) }
+            try endpoint.validateForMonoDevice(named: displayName)
             let format = endpoint.format
-            guard format.channelCount == 1 else {
-                throw .unsupportedFormat(
-                    reason: "\(displayName) handles mono only, not \(format.channelCount) channels")
-            }
-            guard endpoint.ring.capacity >= format.samplesPerFrame else {
-                throw .ringTooSmall(capacitySamples: endpoint.ring.capacity, samplesPerFrame: format.samplesPerFrame)
-            }
             guard let loop = pa_threaded_mainloop_new() else {
                 throw .backendFailed(reason: "cannot create a PulseAudio mainloop")
             }
