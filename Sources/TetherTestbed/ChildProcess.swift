@@ -57,12 +57,6 @@ public struct ChildProcess: Sendable {
         kill(pid, signal)
     }
 
-    /// Whether it is still running (a finished child is reaped by this call).
-    public func isRunning() -> Bool {
-        var status: Int32 = 0
-        return waitpid(pid, &status, WNOHANG) == 0
-    }
-
     /// Blocks until it ends and returns its status (see `Result.status`). Call it once.
     @discardableResult
     public func waitForExit() -> Int32 {

@@ -118,7 +118,7 @@ public struct MouthToEarProbe: Sendable {
 
         let mouthRecorder = try TimedRecorder(source: microphoneSource)
         let earRecorder = try TimedRecorder(source: earSource)
-        let mouth = try BurstSpeaker(sink: mouthSink)
+        let mouth = try speak()
         try await Task.sleep(for: .seconds(seconds))
         mouth.stop()
         try await Task.sleep(for: .milliseconds(600))  // the last burst's way through
@@ -144,12 +144,20 @@ public struct MouthToEarProbe: Sendable {
             listener: listenerStatistics)
     }
 
+    /// 1 kHz bursts spoken into the mouth sink.
+    func speak() throws -> TonePlayer {
+        try TonePlayer(
+            sink: mouthSink, frequencyHertz: 1000,
+            bursts: TestSignalSource.Bursts(onMilliseconds: Self.burstOnMilliseconds, everyMilliseconds: Self.burstEveryMilliseconds),
+            periodMilliseconds: 10)
+    }
+
     /// Records the microphone twice while bursts are spoken: the median onset difference is the
     /// method's own error (two capture streams started at different moments).
     func calibrate() async throws -> Double {
         let first = try TimedRecorder(source: microphoneSource)
         let second = try TimedRecorder(source: microphoneSource)
-        let mouth = try BurstSpeaker(sink: mouthSink)
+        let mouth = try speak()
         try await Task.sleep(for: .seconds(3.5))
         mouth.stop()
         let one = Self.onsets(first.finish())
@@ -177,23 +185,24 @@ public struct MouthToEarProbe: Sendable {
     }
 }
 
-/// Plays 1 kHz tone bursts into a PulseAudio sink.
-final class BurstSpeaker: Sendable {
-    let source: TestSignalSource
-    let sink: PulseAudioPlayback
+/// Plays a tone (or tone bursts) into a PulseAudio sink: "speaking" into a null sink whose
+/// monitor is a microphone, in tests and in the latency probe.
+public final class TonePlayer: Sendable {
+    public let source: TestSignalSource
+    public let sink: PulseAudioPlayback
 
-    init(sink name: String) throws {
-        source = TestSignalSource(
-            frequencyHertz: 1000, levelDBFS: -12,
-            bursts: TestSignalSource.Bursts(
-                onMilliseconds: MouthToEarProbe.burstOnMilliseconds, everyMilliseconds: MouthToEarProbe.burstEveryMilliseconds))
-        sink = PulseAudioPlayback(deviceName: name, periodMilliseconds: 10)
+    public init(
+        sink name: String, frequencyHertz: Double, levelDBFS: Double = -12, bursts: TestSignalSource.Bursts? = nil,
+        periodMilliseconds: Int = 20
+    ) throws {
+        source = TestSignalSource(frequencyHertz: frequencyHertz, levelDBFS: levelDBFS, bursts: bursts)
+        sink = PulseAudioPlayback(deviceName: name, periodMilliseconds: periodMilliseconds)
         let endpoint = AudioEndpoint(ringCapacityFrames: 16)
         try sink.start(endpoint)
         try source.start(endpoint)
     }
 
-    func stop() {
+    public func stop() {
         source.stop()
         sink.stop()
     }

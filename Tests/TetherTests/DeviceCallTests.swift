@@ -9,25 +9,6 @@ import TetherTestbed
 /// Whether the private PulseAudio daemon of scripts/with-test-audio.sh is running.
 let testAudioAvailable = ProcessInfo.processInfo.environment["TETHER_TEST_AUDIO"] == "1"
 
-/// Plays a tone into a PulseAudio sink (for example `mic`, whose monitor is the "microphone").
-final class TonePlayer: Sendable {
-    let source: TestSignalSource
-    let sink: PulseAudioPlayback
-
-    init(sink name: String, frequencyHertz: Double, levelDBFS: Double = -12) throws {
-        source = TestSignalSource(frequencyHertz: frequencyHertz, levelDBFS: levelDBFS)
-        sink = PulseAudioPlayback(deviceName: name, periodMilliseconds: 20)
-        let endpoint = AudioEndpoint(ringCapacityFrames: 16)
-        try sink.start(endpoint)
-        try source.start(endpoint)
-    }
-
-    func stop() {
-        source.stop()
-        sink.stop()
-    }
-}
-
 /// Records a PulseAudio source (for example `spk.monitor`) into a WAV file.
 final class MonitorRecorder: Sendable {
     let capture: PulseAudioCapture
@@ -97,12 +78,6 @@ struct DeviceCallTests {
                 audioSource: TestSignalSource(frequencyHertz: 660), audioSink: playback, localAddresses: ["127.0.0.1"],
                 statisticsIntervalSeconds: 0))
         return (a, b)
-    }
-
-    func connect(_ a: CallSession, _ b: CallSession) async throws {
-        try await a.start()
-        try await b.start()
-        try await a.applyAnswer(try await b.acceptOffer(try await a.makeOffer()))
     }
 
     @Test(arguments: Backend.allCases)

@@ -77,3 +77,10 @@ func temporaryDirectory() throws -> String {
     try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
     return path
 }
+
+/// Starts both sessions and joins them directly: A offers, B answers, A applies the answer.
+func connect(_ a: CallSession, _ b: CallSession) async throws {
+    try await a.start()
+    try await b.start()
+    try await a.applyAnswer(try await b.acceptOffer(try await a.makeOffer()))
+}
