@@ -385,7 +385,7 @@ public actor CallSession {
         let sink = context.sink?.statistics ?? AudioDeviceStatistics()
         return CallStatistics(
             codec: context.codec, payloadType: context.payloadType, packetTimeMilliseconds: context.packetTimeMilliseconds,
-            targetBitrateBitsPerSecond: c.encoderBitrateBitsPerSecond > 0 ? c.encoderBitrateBitsPerSecond : context.bitrate,
+            targetBitrateBitsPerSecond: context.media == nil ? context.bitrate : c.encoderBitrateBitsPerSecond,
             srtpSuite: context.suite,
             packetsSent: c.packetsSent, bytesSent: c.bytesSent, rtcpPacketsSent: c.rtcpPacketsSent, sendFailures: c.sendFailures,
             packetsReceived: c.packetsReceived, bytesReceived: c.bytesReceived, packetsLost: c.packetsLost,
@@ -399,9 +399,7 @@ public actor CallSession {
             jitterBufferTargetMilliseconds: Double(configuration.jitterBufferTargetMilliseconds),
             framesDecoded: c.framesDecoded, framesConcealed: c.framesConcealed, framesRecoveredByFEC: c.framesRecoveredByFEC,
             latePackets: c.latePackets, captureOverruns: source.overruns, playbackUnderruns: sink.underruns,
-            encoderExpectedLossPercent: c.encoderBitrateBitsPerSecond > 0
-                ? c.encoderExpectedLossPercent : (context.initialFEC ? context.initialExpectedLossPercent : 0),
-            encoderInBandFEC: c.encoderBitrateBitsPerSecond > 0 ? c.encoderInBandFEC : context.initialFEC,
+            encoderExpectedLossPercent: c.encoderExpectedLossPercent, encoderInBandFEC: c.encoderInBandFEC,
             encoderAdaptations: c.encoderAdaptations,
             sendBitrateBitsPerSecond: c.sendBitrateBitsPerSecond, receiveBitrateBitsPerSecond: c.receiveBitrateBitsPerSecond,
             mediaThreadScheduling: context.media?.scheduling.rawValue ?? ThreadScheduling.notStarted.rawValue,
@@ -584,8 +582,6 @@ public actor CallSession {
             $0.payloadType = Int(result.opusPayloadType)
             $0.suite = suite.rawValue
             $0.bitrate = setup.encoder.configuration.bitrateBitsPerSecond
-            $0.initialFEC = setup.lossAdaptation.settings.inBandFEC
-            $0.initialExpectedLossPercent = setup.lossAdaptation.settings.expectedLossPercent
         }
         transition(to: .connecting)
         if configuration.statisticsIntervalSeconds > 0 {
@@ -973,8 +969,6 @@ struct StatisticsContext {
     var payloadType: Int
     var packetTimeMilliseconds: Int
     var bitrate: Int
-    var initialFEC = false
-    var initialExpectedLossPercent = 0
     var suite: String
     var media: MediaLoop?
     var localAddress = ""

@@ -180,7 +180,7 @@ struct MediaCounters: BitwiseCopyable {
     var peerReportedHighestSequence: UInt32 = 0
     /// Monotonic arrival instant of that report, 0 before any.
     var peerReportArrivalNanoseconds: UInt64 = 0
-    /// The encoder's settings as the loss adaptation last set them (bitrate 0: never set).
+    /// The encoder's settings: as negotiated at first, then as the loss adaptation sets them.
     var encoderExpectedLossPercent = 0
     var encoderInBandFEC = false
     var encoderBitrateBitsPerSecond = 0

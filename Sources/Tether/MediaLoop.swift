@@ -100,6 +100,10 @@ final class MediaLoop: @unchecked Sendable {
         self.setup = setup
         sendsMedia = Atomic(setup.sendsMedia)
         lossAdaptation = setup.lossAdaptation
+        stats.encoderExpectedLossPercent = setup.lossAdaptation.settings.expectedLossPercent
+        stats.encoderInBandFEC = setup.lossAdaptation.settings.inBandFEC
+        stats.encoderBitrateBitsPerSecond = setup.encoder.configuration.bitrateBitsPerSecond
+        counters.write(stats)  // readers see the encoder's settings before the first publish
         frameSamples = setup.encoder.configuration.samplesPerFrame
         frameNanoseconds = UInt64(setup.encoder.configuration.frameDurationMilliseconds) * 1_000_000
         pcm = .allocate(capacity: frameSamples)
