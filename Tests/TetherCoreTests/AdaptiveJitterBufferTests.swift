@@ -51,6 +51,30 @@ struct AdaptiveJitterBufferTests {
         #expect(jb.statistics.targetDelayMilliseconds == 60)
     }
 
+    @Test func aRestartedStreamStartsANewEstimate() {
+        let jb = buffer()
+        let t0: UInt64 = 1_000_000_000
+        let payload: [UInt8] = [1, 2, 3]
+        func insert(sequence: Int, timestamp: Int, at arrival: UInt64) {
+            _ = payload.withUnsafeBytes {
+                jb.insert(
+                    sequenceNumber: UInt16(truncatingIfNeeded: sequence), rtpTimestamp: UInt32(truncatingIfNeeded: timestamp),
+                    payload: $0, arrivalNanoseconds: arrival)
+            }
+        }
+        for i in 0..<100 {
+            insert(sequence: 1000 + i, timestamp: 90_000 + i * 960, at: t0 + UInt64(i) * frameNs)
+            _ = jb.pull(now: t0 + UInt64(i) * frameNs + 5_000_000)
+        }
+        // The sender restarts: sequence and timestamp jump (the buffer re-anchors on the new stream).
+        for i in 100..<200 {
+            insert(sequence: 30_000 + i, timestamp: 5_000_000 + i * 960, at: t0 + UInt64(i) * frameNs)
+            _ = jb.pull(now: t0 + UInt64(i) * frameNs + 5_000_000)
+        }
+        #expect(jb.statistics.reanchors == 1)
+        #expect(jb.statistics.targetDelayMilliseconds == 20)  // not the jump read as lateness
+    }
+
     @Test func theTargetIsBounded() {
         var c = JitterBuffer.Configuration(targetDelayMilliseconds: 40)
         c.adaptiveTarget = true

@@ -14,7 +14,7 @@ struct ArrivalDelayEstimatorTests {
     }
 
     @Test func theSpreadIsTheChosenPercentileOfLatenessOverTheFastestPacket() {
-        let e = ArrivalDelayEstimator(windowPackets: 100, percentile: 0.95, updateEveryPackets: 1)
+        let e = ArrivalDelayEstimator(windowPackets: 100, percentile: 0.95)
         // Lateness 0, 1, …, 99 ms (shuffled): the 95th percentile over the fastest is 95 ms
         // (rank ⌈99 × 0.95⌉ = 95).
         for i in 0..<100 {
@@ -25,7 +25,7 @@ struct ArrivalDelayEstimatorTests {
     }
 
     @Test func oldJitterLeavesTheWindow() {
-        let e = ArrivalDelayEstimator(windowPackets: 50, percentile: 0.95, updateEveryPackets: 5)
+        let e = ArrivalDelayEstimator(windowPackets: 50, percentile: 0.95)
         for i in 0..<50 {
             let lateMs = Int64(i % 2 == 0 ? 0 : 60)
             e.record(arrivalNanoseconds: UInt64(Int64(i) * frame + lateMs * 1_000_000), mediaNanoseconds: Int64(i) * frame)
@@ -38,7 +38,7 @@ struct ArrivalDelayEstimatorTests {
     }
 
     @Test func resetForgetsEverything() {
-        let e = ArrivalDelayEstimator(windowPackets: 10, updateEveryPackets: 1)
+        let e = ArrivalDelayEstimator(windowPackets: 10)
         e.record(arrivalNanoseconds: 0, mediaNanoseconds: 0)
         e.record(arrivalNanoseconds: 90_000_000, mediaNanoseconds: 20_000_000)
         #expect(e.spreadNanoseconds == 70_000_000)

@@ -367,6 +367,7 @@ public final class JitterBuffer {
         expectedSequence = sequence
         stalledFrames = 0
         excessPulls = 0
+        estimator?.reset()  // transits of another stream share no time base with this one
         clearSeen()
     }
 
@@ -426,7 +427,9 @@ public final class JitterBuffer {
     }
 
     private func write(slot: Int, sequence: Int64, timestamp: Int64, payload: UnsafeRawBufferPointer, arrivalNanoseconds: UInt64) {
-        estimator?.record(arrivalNanoseconds: arrivalNanoseconds, mediaNanoseconds: timestamp * 1_000_000 / (clockRateHertz / 1000))
+        if slot != candidateIndex {  // a re-anchor candidate is not (yet) part of the stream
+            estimator?.record(arrivalNanoseconds: arrivalNanoseconds, mediaNanoseconds: timestamp * 1_000_000 / (clockRateHertz / 1000))
+        }
         if let source = payload.baseAddress, payload.count > 0 {
             payloadPointer(slot: slot).copyMemory(from: source, byteCount: payload.count)
         }
