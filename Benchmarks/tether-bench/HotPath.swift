@@ -110,7 +110,7 @@ enum HotPath {
             switch jitter.pull(now: now) {
             case .packet(_, let payload): _ = try decoder.decode(payload, into: pcm)
             case .fecFromNext(let payload): _ = try decoder.decodeFEC(from: payload, into: pcm)
-            case .conceal, .silenceGap: _ = try decoder.conceal(into: pcm)
+            case .conceal, .silenceGap, .insertedFrame: _ = try decoder.conceal(into: pcm)
             case .notStarted: break
             }
             elapsed += cpuMicroseconds() - start

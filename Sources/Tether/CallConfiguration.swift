@@ -31,8 +31,19 @@ public struct CallConfiguration: Sendable {
     public var turnServer: IceServer?
     /// SRTP suites to offer, most preferred first. Must include `AES_CM_128_HMAC_SHA1_80`.
     public var srtpSuites: [SRTPSuite]
-    /// Jitter-buffer playout delay in milliseconds (at least one frame).
+    /// Jitter-buffer playout delay in milliseconds (at least one frame): how long the first
+    /// packet waits, and the whole delay when `adaptiveJitterBuffer` is off.
     public var jitterBufferTargetMilliseconds: Int
+    /// Whether the jitter buffer follows the arrivals' jitter (the default): the delay becomes
+    /// what the 95th-percentile packet needs, plus a frame while packets are lost so FEC can be
+    /// used, changed by one frame at a time at quiet moments.
+    public var adaptiveJitterBuffer: Bool = true
+    /// Upper bound of the adaptive jitter-buffer delay, in milliseconds.
+    public var jitterBufferMaximumMilliseconds: Int = 200
+    /// Whether a lost frame that FEC cannot rebuild is concealed (Opus PLC fading into comfort
+    /// noise, the default) or played as silence (only for comparisons such as the quality bench).
+    /// Whether FEC is sent and used at all is `opus.inBandFEC`.
+    public var concealsLoss: Bool = true
     /// Time from negotiation to the first decoded media before the call fails, in seconds.
     public var connectTimeoutSeconds: Double
     /// Mean interval between RTCP reports, in seconds (randomised ±50 % per RFC 3550).
@@ -84,6 +95,10 @@ public struct CallConfiguration: Sendable {
         if jitterBufferTargetMilliseconds < opus.frameDurationMilliseconds || jitterBufferTargetMilliseconds > 1000 {
             throw .invalidConfiguration(
                 "jitterBufferTargetMilliseconds \(jitterBufferTargetMilliseconds) must be between one frame (\(opus.frameDurationMilliseconds)) and 1000")
+        }
+        if jitterBufferMaximumMilliseconds < jitterBufferTargetMilliseconds || jitterBufferMaximumMilliseconds > 1000 {
+            throw .invalidConfiguration(
+                "jitterBufferMaximumMilliseconds \(jitterBufferMaximumMilliseconds) must be between jitterBufferTargetMilliseconds (\(jitterBufferTargetMilliseconds)) and 1000")
         }
         if !(connectTimeoutSeconds > 0 && connectTimeoutSeconds <= 300) {
             throw .invalidConfiguration("connectTimeoutSeconds \(connectTimeoutSeconds) must be in (0, 300]")

@@ -396,7 +396,9 @@ public actor CallSession {
             srtpAuthenticationFailures: c.srtpAuthenticationFailures, srtpReplayFailures: c.srtpReplayFailures,
             malformedPackets: c.malformedPackets, receiveQueueDrops: c.receiveQueueDrops,
             jitterBufferDelayMilliseconds: c.jitterBufferDelayMilliseconds,
-            jitterBufferTargetMilliseconds: Double(configuration.jitterBufferTargetMilliseconds),
+            jitterBufferTargetMilliseconds: context.media == nil
+                ? Double(configuration.jitterBufferTargetMilliseconds) : c.jitterBufferTargetMilliseconds,
+            framesInsertedForDelay: c.framesInsertedForDelay, framesDroppedForDelay: c.framesDroppedForDelay,
             framesDecoded: c.framesDecoded, framesConcealed: c.framesConcealed, framesRecoveredByFEC: c.framesRecoveredByFEC,
             latePackets: c.latePackets, captureOverruns: source.overruns, playbackUnderruns: sink.underruns,
             encoderExpectedLossPercent: c.encoderExpectedLossPercent, encoderInBandFEC: c.encoderInBandFEC,
@@ -464,7 +466,9 @@ public actor CallSession {
         return LocalAudioParameters(
             sessionID: sdpSessionID, sessionVersion: sdpSessionVersion, originAddress: configuration.localAddresses.first ?? parsed.first?.address ?? "0.0.0.0",
             opusParameters: OpusParameters(
-                maxAverageBitrateBitsPerSecond: UInt32(opus.bitrateBitsPerSecond), minPtimeMilliseconds: 10,
+                // Room for the sender's loss adaptation to add bitrate for FEC (LossAdaptation
+                // raises it by up to a quarter).
+                maxAverageBitrateBitsPerSecond: UInt32(min(510_000, opus.bitrateBitsPerSecond * 5 / 4)), minPtimeMilliseconds: 10,
                 useInbandFEC: opus.inBandFEC, useDTX: opus.discontinuousTransmission),
             ptimeMilliseconds: UInt32(opus.frameDurationMilliseconds), iceUfrag: ufrag, icePwd: pwd,
             candidates: parsed, endOfCandidates: true, crypto: crypto)
@@ -561,6 +565,9 @@ public actor CallSession {
                 receiveRing: receiveRing, captureRing: captureRing, playbackRing: playbackRing, wakeup: wakeup,
                 payloadType: result.opusPayloadType, cname: cname,
                 jitterBufferTargetMilliseconds: configuration.jitterBufferTargetMilliseconds,
+                adaptiveJitterBuffer: configuration.adaptiveJitterBuffer,
+                jitterBufferMaximumMilliseconds: configuration.jitterBufferMaximumMilliseconds,
+                usesFEC: configuration.opus.inBandFEC, concealsLoss: configuration.concealsLoss,
                 rtcpIntervalSeconds: configuration.rtcpIntervalSeconds, sendsMedia: result.direction.isSending,
                 lossAdaptation: adaptation, notify: { sink.yield(.media($0)) })
         } catch let error as SRTPError {

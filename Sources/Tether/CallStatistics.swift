@@ -62,10 +62,16 @@ public struct CallStatistics: Sendable, Equatable {
     public var receiveQueueDrops: Int
 
     // MARK: Playout
-    /// Current jitter-buffer delay in milliseconds.
+    /// Current jitter-buffer delay in milliseconds: how long after its arrival the fastest
+    /// recent packet is played (later packets wait less).
     public var jitterBufferDelayMilliseconds: Double
-    /// Jitter-buffer target delay in milliseconds.
+    /// The delay the jitter buffer aims at, in milliseconds (adaptive: from the arrivals' jitter
+    /// and the loss; fixed: the configured value).
     public var jitterBufferTargetMilliseconds: Double
+    /// Frames the adaptive jitter buffer inserted (concealment at quiet moments) to lengthen its delay.
+    public var framesInsertedForDelay: Int
+    /// Frames the jitter buffer dropped to shorten its delay (excess delay, sender clock drift).
+    public var framesDroppedForDelay: Int
     /// Frames decoded from real packets.
     public var framesDecoded: Int
     /// Frames concealed (Opus PLC).
@@ -168,6 +174,8 @@ struct MediaCounters: BitwiseCopyable {
     var receiveQueueDrops = 0
     var jitterBufferDelayMilliseconds = 0.0
     var jitterBufferTargetMilliseconds = 0.0
+    var framesInsertedForDelay = 0
+    var framesDroppedForDelay = 0
     var framesDecoded = 0
     var framesConcealed = 0
     var framesRecoveredByFEC = 0

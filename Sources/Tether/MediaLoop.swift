@@ -36,6 +36,13 @@ final class MediaLoop: @unchecked Sendable {
         var payloadType: UInt8
         var cname: String
         var jitterBufferTargetMilliseconds: Int
+        var adaptiveJitterBuffer: Bool = true
+        var jitterBufferMaximumMilliseconds: Int = 200
+        /// Whether we asked for FEC (`useinbandfec=1`): rebuild lost frames from it, and keep a
+        /// frame more buffered while packets are lost so the successor is there in time.
+        var usesFEC: Bool = true
+        /// Whether frames FEC cannot rebuild are concealed (otherwise played as silence).
+        var concealsLoss: Bool = true
         var rtcpIntervalSeconds: Double
         /// Whether the negotiated direction lets us send RTP (RTCP flows either way).
         var sendsMedia: Bool = true
@@ -115,8 +122,12 @@ final class MediaLoop: @unchecked Sendable {
         reportBlock = .allocate(capacity: 1)
         reportBlock.initialize(repeating: RTCPReportBlock(ssrc: 0, fractionLost: 0, cumulativeLost: 0, extendedHighestSequence: 0, interarrivalJitter: 0, lastSenderReport: 0, delaySinceLastSenderReport: 0))
         rtcpWriter = RTCPCompoundWriter(cname: Array(setup.cname.utf8.prefix(255)))!
-        jitterBuffer = JitterBuffer(
-            configuration: .init(frameSamples: frameSamples, targetDelayMilliseconds: setup.jitterBufferTargetMilliseconds))
+        var jitterConfiguration = JitterBuffer.Configuration(
+            frameSamples: frameSamples, targetDelayMilliseconds: setup.jitterBufferTargetMilliseconds)
+        jitterConfiguration.adaptiveTarget = setup.adaptiveJitterBuffer
+        jitterConfiguration.maximumDelayMilliseconds = setup.jitterBufferMaximumMilliseconds
+        jitterConfiguration.lossLookahead = setup.usesFEC
+        jitterBuffer = JitterBuffer(configuration: jitterConfiguration)
         var g = SystemRandomNumberGenerator()
         localSSRC = UInt32.random(in: 1...UInt32.max, using: &g)
         sequenceNumber = UInt16.random(in: 0...UInt16.max, using: &g)
@@ -471,8 +482,18 @@ final class MediaLoop: @unchecked Sendable {
         }
     }
 
+    /// Whether the last frame handed to playback was quiet: the adaptive jitter buffer inserts
+    /// or drops frames only then (a pause in speech).
+    private var lastFrameQuiet = true
+
     private func decodeNextFrame(now: UInt64) -> UnsafeMutableBufferPointer<Int16> {
-        switch jitterBuffer.pull(now: now) {
+        let frame = renderNextFrame(now: now)
+        lastFrameQuiet = Self.isQuiet(UnsafeBufferPointer(frame))
+        return frame
+    }
+
+    private func renderNextFrame(now: UInt64) -> UnsafeMutableBufferPointer<Int16> {
+        switch jitterBuffer.pull(now: now, atQuietMoment: lastFrameQuiet) {
         case .notStarted:
             return silence
         case .packet(_, let payload):
@@ -491,6 +512,7 @@ final class MediaLoop: @unchecked Sendable {
                 return conceal()
             }
         case .fecFromNext(let payload):
+            guard setup.usesFEC else { return conceal() }
             do throws(OpusCodecError) {
                 _ = try setup.decoder.decodeFEC(from: payload, into: pcm)
                 concealmentFade.decoded()
@@ -499,20 +521,40 @@ final class MediaLoop: @unchecked Sendable {
             } catch {
                 return conceal()
             }
+        case .insertedFrame:
+            stats.framesInsertedForDelay += 1
+            return synthesize()
         case .conceal, .silenceGap:
-            return conceal()
+            stats.framesConcealed += 1
+            return setup.concealsLoss ? synthesize() : silence
         }
     }
 
+    /// A lost or malformed frame: concealed (or silence when concealment is off).
     private func conceal() -> UnsafeMutableBufferPointer<Int16> {
+        stats.framesConcealed += 1
+        return setup.concealsLoss ? synthesize() : silence
+    }
+
+    /// One frame of Opus packet-loss concealment, fading into comfort noise over long runs.
+    private func synthesize() -> UnsafeMutableBufferPointer<Int16> {
         do throws(OpusCodecError) {
             _ = try setup.decoder.conceal(into: pcm)
             concealmentFade.concealed(pcm)
-            stats.framesConcealed += 1
             return pcm
         } catch {
             return silence
         }
+    }
+
+    /// Quiet: RMS below −40 dBFS (speech pauses, comfort noise, silence).
+    private static func isQuiet(_ frame: UnsafeBufferPointer<Int16>) -> Bool {
+        var energy: Int64 = 0
+        for sample in frame {
+            energy &+= Int64(sample) * Int64(sample)
+        }
+        // (32768 × 10^(−40/20))² ≈ 107 374 per sample.
+        return energy < 107_374 * Int64(frame.count)
     }
 
     private var bitrateWindowStart: UInt64 = 0
@@ -544,7 +586,9 @@ final class MediaLoop: @unchecked Sendable {
         stats.jitterMilliseconds = Double(reception.interarrivalJitter) / 48
         stats.sendFailures = localSendFailures + setup.transport.sendFailureCount + setup.transport.sendQueueDropCount
         let jb = jitterBuffer.statistics
-        stats.jitterBufferDelayMilliseconds = Double(jb.bufferedDelayMilliseconds)
+        stats.jitterBufferDelayMilliseconds = Double(jb.playoutDelayMilliseconds)
+        stats.jitterBufferTargetMilliseconds = Double(jb.targetDelayMilliseconds)
+        stats.framesDroppedForDelay = jb.driftDrops
         counters.write(stats)
     }
 }

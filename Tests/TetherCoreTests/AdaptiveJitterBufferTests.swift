@@ -1,59 +1,219 @@
 import Testing
 import TetherCore
 
-/// The jitter buffer's adaptive target, on a manual clock.
-@Suite("Jitter buffer: adaptive target")
+/// The jitter buffer's adaptive delay, on a manual clock: packets arrive at given instants and
+/// the sink pulls every 20 ms of its own clock.
+@Suite("Jitter buffer: adaptive delay")
 struct AdaptiveJitterBufferTests {
-    let frameNs: UInt64 = 20_000_000
+    static let frameNs: UInt64 = 20_000_000
+    static let t0: UInt64 = 1_000_000_000
 
-    func buffer(marginFrames: Int = 1) -> JitterBuffer {
-        var c = JitterBuffer.Configuration(targetDelayMilliseconds: 40, driftMarginFrames: marginFrames, driftSustainMilliseconds: 200)
+    static func buffer(_ change: (inout JitterBuffer.Configuration) -> Void = { _ in }) -> JitterBuffer {
+        var c = JitterBuffer.Configuration(targetDelayMilliseconds: 40)
         c.adaptiveTarget = true
+        change(&c)
         return JitterBuffer(configuration: c)
     }
 
-    func insert(_ jb: JitterBuffer, _ i: Int, at arrival: UInt64) -> JitterBuffer.InsertOutcome {
+    /// One packet: index `i` of a 20 ms stream (sequence 1000 + i, timestamp 90 000 + 960 i).
+    struct Arrival {
+        var index: Int
+        var at: UInt64
+        /// The sequence number's offset from 1000 when it is not `index` (a DTX pause skips
+        /// timestamps, not sequence numbers).
+        var sequence: Int? = nil
+    }
+
+    /// What the pulls returned, counted.
+    struct Outcome {
+        var played = 0, fec = 0, concealed = 0, gaps = 0, inserted = 0, notStarted = 0
+        /// Played packet indices in order.
+        var order: [Int] = []
+    }
+
+    /// Feeds `arrivals` (any order of instants) and pulls at `firstPull + k × pullInterval` until
+    /// `end`; `quiet(k)` tells whether pull k is at a quiet moment.
+    static func run(
+        _ jb: JitterBuffer, _ arrivals: [Arrival], firstPull: UInt64 = t0 + 5_000_000,
+        pullInterval: UInt64 = frameNs, end: UInt64, quiet: (Int) -> Bool = { _ in true }
+    ) -> Outcome {
+        let sorted = arrivals.sorted { $0.at < $1.at }
+        var next = 0
+        var outcome = Outcome()
+        var pull = 0
         let payload: [UInt8] = [1, 2, 3]
-        return payload.withUnsafeBytes {
-            jb.insert(
-                sequenceNumber: UInt16(truncatingIfNeeded: 1000 + i), rtpTimestamp: UInt32(truncatingIfNeeded: 90_000 + i * 960),
-                payload: $0, arrivalNanoseconds: arrival)
+        while firstPull + UInt64(pull) * pullInterval <= end {
+            let now = firstPull + UInt64(pull) * pullInterval
+            while next < sorted.count && sorted[next].at <= now {
+                let a = sorted[next]
+                _ = payload.withUnsafeBytes {
+                    jb.insert(
+                        sequenceNumber: UInt16(truncatingIfNeeded: 1000 + (a.sequence ?? a.index)),
+                        rtpTimestamp: UInt32(truncatingIfNeeded: 90_000 + a.index * 960), payload: $0, arrivalNanoseconds: a.at)
+                }
+                next += 1
+            }
+            switch jb.pull(now: now, atQuietMoment: quiet(pull)) {
+            case .notStarted: outcome.notStarted += 1
+            case .packet(let sequence, _):
+                outcome.played += 1
+                outcome.order.append(Int(sequence) - 1000)
+            case .fecFromNext: outcome.fec += 1
+            case .conceal: outcome.concealed += 1
+            case .silenceGap: outcome.gaps += 1
+            case .insertedFrame: outcome.inserted += 1
+            }
+            pull += 1
         }
+        return outcome
     }
 
-    @Test func aBurstThenASteadyStreamShrinksToOneFramePlusMargin() {
-        let jb = buffer()
-        let t0: UInt64 = 1_000_000_000
-        for i in 0..<10 { _ = insert(jb, i, at: t0) }  // 200 ms of audio at once
-        var lastPull = t0
-        for i in 10..<500 {
-            let arrival = t0 + UInt64(i - 9) * frameNs
-            _ = insert(jb, i, at: arrival)
-            lastPull = arrival + frameNs / 2
-            _ = jb.pull(now: lastPull)
-        }
+    /// A 20 ms stream from `t0` with per-packet lateness in milliseconds.
+    static func stream(count: Int, start: UInt64 = t0, interval: UInt64 = frameNs, lateMilliseconds: (Int) -> UInt64 = { _ in 0 }) -> [Arrival] {
+        (0..<count).map { Arrival(index: $0, at: start + UInt64($0) * interval + lateMilliseconds($0) * 1_000_000) }
+    }
+
+    @Test func aCleanPathSettlesWithinAFrameOfAFewMilliseconds() {
+        let jb = Self.buffer()
+        // ±1 ms of scheduling noise, 10 s.
+        let arrivals = Self.stream(count: 500) { UInt64(($0 * 7) % 3) }
+        let o = Self.run(jb, arrivals, end: Self.t0 + 500 * Self.frameNs)
         let s = jb.statistics
-        #expect(s.targetDelayMilliseconds == 20)  // the burst left the window; one frame is enough
-        #expect(s.bufferedDelayMilliseconds <= 20 + 20)  // target + one frame of margin
-        #expect(s.driftDrops >= 6)
-        #expect(s.latePackets == 0)
+        #expect(s.targetDelayMilliseconds == 6)  // 2 ms of spread + 4 ms guard
+        #expect(s.playoutDelayMilliseconds >= 6 && s.playoutDelayMilliseconds < 6 + 20)
+        #expect(s.driftDrops == 1)  // the 40 ms start came down once
+        #expect(o.concealed == 0 && o.inserted == 0 && s.latePackets == 0)
+        // Pulls come 3–5 ms after arrivals, short of the 6 ms wanted: a packet waits a frame more.
+        #expect(s.meanWaitMilliseconds > 20 && s.meanWaitMilliseconds < 6 + 20)
+        #expect(o.order == Array(o.order.sorted()))
     }
 
-    @Test func jitteryArrivalsRaiseTheTargetToCoverThem() {
-        let jb = buffer()
-        let t0: UInt64 = 1_000_000_000
-        for i in 0..<400 {
-            let lateMs = UInt64((i * 37) % 61)  // 0…60 ms, evenly spread
-            _ = insert(jb, i, at: t0 + UInt64(i) * frameNs + lateMs * 1_000_000)
-            _ = jb.pull(now: t0 + UInt64(i) * frameNs + 5_000_000)
+    @Test func aBurstThenASteadyStreamDrainsToTheTarget() {
+        let jb = Self.buffer()
+        var arrivals = (0..<10).map { Arrival(index: $0, at: Self.t0) }  // 200 ms of audio at once
+        arrivals += (10..<500).map { Arrival(index: $0, at: Self.t0 + UInt64($0 - 9) * Self.frameNs) }
+        let o = Self.run(jb, arrivals, end: Self.t0 + 490 * Self.frameNs)
+        let s = jb.statistics
+        #expect(s.targetDelayMilliseconds == 4)  // the burst left the window
+        #expect(s.playoutDelayMilliseconds < 4 + 20)
+        #expect(s.driftDrops >= 8)
+        #expect(s.latePackets == 0 && o.concealed == 0)
+    }
+
+    @Test func jitteryArrivalsRaiseTheDelayToCoverThem() {
+        let jb = Self.buffer()
+        // Lateness 0…60 ms, evenly spread, for 20 s.
+        let arrivals = Self.stream(count: 1000) { UInt64(($0 * 37) % 61) }
+        let o = Self.run(jb, arrivals, end: Self.t0 + 1000 * Self.frameNs)
+        let s = jb.statistics
+        // The 95th percentile of 0…60 ms is 57–58 ms, plus the guard.
+        #expect(s.targetDelayMilliseconds >= 61 && s.targetDelayMilliseconds <= 63)
+        #expect(s.playoutDelayMilliseconds >= s.targetDelayMilliseconds && s.playoutDelayMilliseconds < s.targetDelayMilliseconds + 20)
+        #expect(o.inserted >= 1)
+        // After the estimate settles, at most the 5 % tail arrives too late.
+        #expect(Double(o.concealed + s.latePackets) < 0.08 * 1000)
+    }
+
+    @Test func adjustmentsWaitForQuietMoments() {
+        // Continuous sound: the excess start delay may only go after the patience (2 s).
+        let loud = Self.buffer()
+        let arrivals = Self.stream(count: 150)
+        _ = Self.run(loud, arrivals, end: Self.t0 + 100 * Self.frameNs, quiet: { _ in false })  // 2.0 s
+        #expect(loud.statistics.driftDrops == 0)
+        _ = Self.run(loud, Array(arrivals[101...]), firstPull: Self.t0 + 101 * Self.frameNs + 5_000_000, end: Self.t0 + 150 * Self.frameNs, quiet: { _ in false })
+        #expect(loud.statistics.driftDrops == 1)
+
+        // Quiet moments allowed: the drop comes after the 500 ms it must last.
+        let quiet = Self.buffer()
+        _ = Self.run(quiet, Self.stream(count: 40), end: Self.t0 + 40 * Self.frameNs)
+        #expect(quiet.statistics.driftDrops == 1)
+
+        // Jitter rising during continuous sound: no frame is inserted, though the delay is short.
+        let rising = Self.buffer()
+        let late = Self.stream(count: 300) { $0 < 100 ? 0 : UInt64(($0 * 37) % 61) }
+        let o = Self.run(rising, late, end: Self.t0 + 300 * Self.frameNs, quiet: { _ in false })
+        #expect(o.inserted == 0)
+        #expect(rising.statistics.insertedFrames == 0)
+    }
+
+    @Test func lossKeepsAFrameMoreSoTheSuccessorsFECIsUsed() {
+        func run(lookahead: Bool) -> Outcome {
+            let jb = Self.buffer { $0.lossLookahead = lookahead }
+            // One packet in 50 lost (one a second), steady arrivals, 20 s.
+            let arrivals = Self.stream(count: 1000).filter { $0.index % 50 != 25 }
+            return Self.run(jb, arrivals, end: Self.t0 + 990 * Self.frameNs)
         }
-        // The 95th percentile of 0…60 ms is 57–58 ms: three frames.
-        #expect(jb.statistics.targetDelayMilliseconds == 60)
+        let with = run(lookahead: true)
+        let without = run(lookahead: false)
+        // 20 losses: with the lookahead all but the first are rebuilt from FEC.
+        #expect(with.fec >= 19 && with.concealed <= 1)
+        // Without it the delay shrinks back between losses, so the successor is still in flight.
+        #expect(without.fec <= 2 && without.concealed >= 18)
+        #expect(with.played + with.fec + with.concealed >= 970)
+    }
+
+    @Test func aFasterSenderIsFollowedByDroppingFrames() {
+        let jb = Self.buffer()
+        // The sender's clock runs 0.5 % fast: a packet every 19.9 ms, for 60 s of the receiver's clock.
+        let arrivals = Self.stream(count: 3010, interval: 19_900_000)
+        let o = Self.run(jb, arrivals, end: Self.t0 + 2980 * Self.frameNs)
+        let s = jb.statistics
+        // 0.5 % of 60 s is 300 ms: about 15 frames to drop (plus the start's one).
+        #expect(s.driftDrops >= 14 && s.driftDrops <= 17)
+        #expect(s.playoutDelayMilliseconds < s.targetDelayMilliseconds + 20)
+        #expect(o.concealed == 0 && s.latePackets == 0)
+    }
+
+    @Test func aSlowerSenderIsFollowedByInsertingFrames() {
+        let jb = Self.buffer()
+        let arrivals = Self.stream(count: 3000, interval: 20_100_000)  // 0.5 % slow
+        let o = Self.run(jb, arrivals, end: Self.t0 + 3000 * Self.frameNs)
+        let s = jb.statistics
+        // 300 ms to make up: inserted at quiet moments (all are quiet here), never an underflow.
+        #expect(o.inserted >= 13 && o.inserted <= 16)
+        #expect(o.concealed == 0 && s.latePackets == 0)
+        #expect(o.order == Array(o.order.sorted()))
+    }
+
+    @Test func reorderingDuplicatesAndLatePacketsUnderAnAdaptiveDelay() {
+        let jb = Self.buffer()
+        var arrivals: [Arrival] = []
+        for i in 0..<500 where i != 300 {
+            // Pairs swapped: each even packet arrives 1 ms after its odd successor.
+            let at = i % 2 == 0 ? Self.t0 + UInt64(i + 1) * Self.frameNs + 1_000_000 : Self.t0 + UInt64(i) * Self.frameNs
+            arrivals.append(Arrival(index: i, at: at))
+            if i % 50 == 0 { arrivals.append(Arrival(index: i, at: at + 2_000_000)) }  // a duplicate
+        }
+        arrivals.append(Arrival(index: 300, at: Self.t0 + 330 * Self.frameNs))  // 600 ms late
+        let o = Self.run(jb, arrivals, end: Self.t0 + 495 * Self.frameNs)
+        let s = jb.statistics
+        #expect(o.order == Array(o.order.sorted()))
+        #expect(s.duplicatePackets == 9 && s.latePackets <= 2)
+        // The reordering reads as loss at first (FEC is used), then the delay covers it: 21 ms
+        // of lateness, 4 ms of guard, a frame of lookahead for the "losses".
+        #expect(o.concealed + o.fec <= 3)
+        #expect(s.targetDelayMilliseconds <= 25 + 20)
+        #expect(o.played >= 490)
+    }
+
+    @Test func aDTXPauseKeepsItsTimingAndDoesNotMoveTheDelay() {
+        let jb = Self.buffer()
+        // 5 s of speech, a 2 s pause (timestamps skip 100 frames, sequence numbers do not), 5 s more.
+        let arrivals = Self.stream(count: 600).filter { $0.index < 250 || $0.index >= 350 }.map {
+            Arrival(index: $0.index, at: $0.at, sequence: $0.index < 250 ? $0.index : $0.index - 100)
+        }
+        let o = Self.run(jb, arrivals, end: Self.t0 + 590 * Self.frameNs)
+        let s = jb.statistics
+        // While the buffer is empty it cannot tell a pause from loss and conceals; the next
+        // packet shows a pause, and the frames are counted as such.
+        #expect(o.gaps + o.concealed == 100)
+        #expect(s.silenceGapFrames == 100 && s.concealedFrames == 0)
+        #expect(s.latePackets == 0 && o.played + s.driftDrops + s.bufferedPackets == s.packetsInserted)
+        #expect(s.playoutDelayMilliseconds < s.targetDelayMilliseconds + 20)
     }
 
     @Test func aRestartedStreamStartsANewEstimate() {
-        let jb = buffer()
-        let t0: UInt64 = 1_000_000_000
+        let jb = Self.buffer()
         let payload: [UInt8] = [1, 2, 3]
         func insert(sequence: Int, timestamp: Int, at arrival: UInt64) {
             _ = payload.withUnsafeBytes {
@@ -63,39 +223,31 @@ struct AdaptiveJitterBufferTests {
             }
         }
         for i in 0..<100 {
-            insert(sequence: 1000 + i, timestamp: 90_000 + i * 960, at: t0 + UInt64(i) * frameNs)
-            _ = jb.pull(now: t0 + UInt64(i) * frameNs + 5_000_000)
+            insert(sequence: 1000 + i, timestamp: 90_000 + i * 960, at: Self.t0 + UInt64(i) * Self.frameNs)
+            _ = jb.pull(now: Self.t0 + UInt64(i) * Self.frameNs + 5_000_000)
         }
         // The sender restarts: sequence and timestamp jump (the buffer re-anchors on the new stream).
         for i in 100..<200 {
-            insert(sequence: 30_000 + i, timestamp: 5_000_000 + i * 960, at: t0 + UInt64(i) * frameNs)
-            _ = jb.pull(now: t0 + UInt64(i) * frameNs + 5_000_000)
+            insert(sequence: 30_000 + i, timestamp: 5_000_000 + i * 960, at: Self.t0 + UInt64(i) * Self.frameNs)
+            _ = jb.pull(now: Self.t0 + UInt64(i) * Self.frameNs + 5_000_000)
         }
         #expect(jb.statistics.reanchors == 1)
-        #expect(jb.statistics.targetDelayMilliseconds == 20)  // not the jump read as lateness
+        #expect(jb.statistics.targetDelayMilliseconds == 4)  // not the jump read as lateness
     }
 
-    @Test func theTargetIsBounded() {
-        var c = JitterBuffer.Configuration(targetDelayMilliseconds: 40)
-        c.adaptiveTarget = true
-        c.maximumDelayMilliseconds = 100
-        let jb = JitterBuffer(configuration: c)
-        let t0: UInt64 = 1_000_000_000
-        for i in 0..<100 {
-            let lateMs = UInt64(i % 2 == 0 ? 0 : 400)
-            _ = insert(jb, i, at: t0 + UInt64(i) * frameNs + lateMs * 1_000_000)
-            _ = jb.pull(now: t0 + UInt64(i) * frameNs)
-        }
+    @Test func theDelayIsBounded() {
+        let jb = Self.buffer { $0.maximumDelayMilliseconds = 100 }
+        let arrivals = Self.stream(count: 300) { $0 % 2 == 0 ? 0 : 400 }
+        _ = Self.run(jb, arrivals, end: Self.t0 + 300 * Self.frameNs)
         #expect(jb.statistics.targetDelayMilliseconds == 100)
+        #expect(jb.statistics.playoutDelayMilliseconds < 100 + 20)
     }
 
     @Test func aFixedTargetIsUnchangedByArrivals() {
         let jb = JitterBuffer(configuration: .init(targetDelayMilliseconds: 40))
-        let t0: UInt64 = 1_000_000_000
-        for i in 0..<100 {
-            _ = insert(jb, i, at: t0 + UInt64(i) * frameNs + UInt64((i * 37) % 61) * 1_000_000)
-            _ = jb.pull(now: t0 + UInt64(i) * frameNs)
-        }
+        let arrivals = Self.stream(count: 100) { UInt64(($0 * 37) % 61) }
+        let o = Self.run(jb, arrivals, end: Self.t0 + 100 * Self.frameNs)
         #expect(jb.statistics.targetDelayMilliseconds == 40)
+        #expect(o.inserted == 0)
     }
 }

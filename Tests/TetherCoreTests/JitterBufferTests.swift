@@ -16,6 +16,7 @@ private enum Played: Equatable, CustomStringConvertible {
     case fec(UInt16)
     case conceal
     case gap
+    case inserted
     case corrupt
 
     var description: String {
@@ -25,6 +26,7 @@ private enum Played: Equatable, CustomStringConvertible {
         case .fec(let sequence): "fec(\(sequence))"
         case .conceal: "conceal"
         case .gap: "gap"
+        case .inserted: "inserted"
         case .corrupt: "corrupt"
         }
     }
@@ -70,6 +72,8 @@ extension JitterBuffer {
             return .conceal
         case .silenceGap:
             return .gap
+        case .insertedFrame:
+            return .inserted
         }
     }
 }

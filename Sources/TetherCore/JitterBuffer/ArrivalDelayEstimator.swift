@@ -18,8 +18,14 @@ public final class ArrivalDelayEstimator {
     private let sorted: UnsafeMutablePointer<Int64>
     private var count = 0
     private var next = 0
-    /// The latest estimate, in nanoseconds.
+    /// The latest estimate, in nanoseconds: the percentile transit less the smallest one.
     public private(set) var spreadNanoseconds: Int64 = 0
+    /// The smallest transit in the window (the fastest packet), in nanoseconds; 0 when empty.
+    public private(set) var lowestTransitNanoseconds: Int64 = 0
+    /// The transit at `percentile` in the window, in nanoseconds; 0 when empty.
+    public private(set) var percentileTransitNanoseconds: Int64 = 0
+    /// Whether no packet was recorded since `init` or `reset()`.
+    public var isEmpty: Bool { count == 0 }
 
     /// - Precondition: `windowPackets` ≥ 2, 0 < `percentile` ≤ 1.
     public init(windowPackets: Int = 250, percentile: Double = 0.95) {
@@ -53,6 +59,8 @@ public final class ArrivalDelayEstimator {
         sorted[at] = transit
         count += 1
         let rank = min(count - 1, Int((Double(count - 1) * percentile).rounded(.up)))
+        lowestTransitNanoseconds = sorted[0]
+        percentileTransitNanoseconds = sorted[rank]
         spreadNanoseconds = sorted[rank] - sorted[0]
     }
 
@@ -61,6 +69,8 @@ public final class ArrivalDelayEstimator {
         count = 0
         next = 0
         spreadNanoseconds = 0
+        lowestTransitNanoseconds = 0
+        percentileTransitNanoseconds = 0
     }
 
     /// The first position in `sorted` whose transit is ≥ `value` (binary search).

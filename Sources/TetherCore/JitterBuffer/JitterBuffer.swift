@@ -2,7 +2,7 @@
 ///
 /// The buffer never reads a clock: the caller passes a monotonic instant in nanoseconds with
 /// every packet (`arrivalNanoseconds`) and every frame request (`now`). The audio sink drives
-/// playout by calling ``pull(now:)`` once per frame period.
+/// playout by calling ``pull(now:atQuietMoment:)`` once per frame period.
 ///
 /// ## Timeline
 /// Playout is timestamp based. The playout point is the RTP timestamp of the next frame to
@@ -30,10 +30,18 @@
 ///   an outage keeps its original timing); held frames for which no sequence number is
 ///   missing are moved from ``JitterBufferStatistics/concealedFrames`` to
 ///   ``JitterBufferStatistics/silenceGapFrames``.
-/// - Excess delay: when the buffered audio (including the frame about to play) exceeds
-///   target + ``Configuration/driftMarginFrames`` on every pull for
+/// - Excess delay, fixed target: when the buffered audio (including the frame about to play)
+///   exceeds target + ``Configuration/driftMarginFrames`` on every pull for
 ///   ``Configuration/driftSustainMilliseconds``, the frame at the playout point is dropped
 ///   (counted in ``JitterBufferStatistics/driftDrops``) and the next one is returned instead.
+/// - Adaptive target (``Configuration/adaptiveTarget``): each pull compares how long after the
+///   fastest recent packet's arrival the frame is pulled (the playout delay) with the delay the
+///   arrivals call for (the 95th-percentile lateness plus a guard, plus one frame while packets
+///   are lost so FEC can be used, bounded). Too short: at a quiet moment one concealment frame
+///   is inserted (``PullResult/insertedFrame``), which holds the playout point. A whole frame
+///   too long on every pull for ``Configuration/driftSustainMilliseconds``: the frame at the
+///   playout point is dropped at a quiet moment, or after ``Configuration/quietPatienceMilliseconds``
+///   without one. Sender clock drift moves the transits, so it is absorbed the same way.
 ///
 /// ## Allocation
 /// All storage (slot headers, a duplicate-detection bitmap and one fixed-size payload area per
@@ -76,11 +84,17 @@ public final class JitterBuffer {
     private let frameSamples: Int64
     private let targetDelaySamples: Int64
     private let targetDelayNanoseconds: UInt64
-    /// Target + drift margin; follows the estimate when the target is adaptive.
+    /// Target + drift margin (fixed target only).
     private var driftThresholdSamples: Int64
     private let driftMarginSamples: Int64
     private let maximumTargetSamples: Int64
-    private let estimator: ArrivalDelayEstimator?
+    private let estimator = ArrivalDelayEstimator()
+    private let adaptive: Bool
+    private let frameNanoseconds: Int64
+    private let guardNanoseconds: Int64
+    private let maximumDelayNanoseconds: Int64
+    private let lossMemoryNanoseconds: UInt64
+    private let quietPatiencePulls: Int
     private let driftSustainPulls: Int
     private let reanchorThresholdSamples: Int64
     private let slotCount: Int
@@ -107,6 +121,10 @@ public final class JitterBuffer {
     /// Consecutive pulls with buffered audio above target + margin.
     private var excessPulls = 0
     private var hasCandidate = false
+    /// When a packet was last found missing (0: never in this stream).
+    private var lastLossNanoseconds: UInt64 = 0
+    /// Sum of the played packets' waits (arrival to pull), in nanoseconds.
+    private var totalWaitNanoseconds: UInt64 = 0
     private var counters = JitterBufferStatistics()
 
     private var candidateIndex: Int { slotCount }
@@ -132,7 +150,12 @@ public final class JitterBuffer {
         driftMarginSamples = Int64(max(0, configuration.driftMarginFrames)) * frame
         driftThresholdSamples = targetDelaySamples + driftMarginSamples
         maximumTargetSamples = max(frame, Int64(max(0, configuration.maximumDelayMilliseconds)) * clock / 1000)
-        estimator = configuration.adaptiveTarget ? ArrivalDelayEstimator() : nil
+        adaptive = configuration.adaptiveTarget
+        self.frameNanoseconds = Int64(frameNanoseconds)
+        guardNanoseconds = Int64(max(0, configuration.adaptiveGuardMilliseconds)) * 1_000_000
+        maximumDelayNanoseconds = max(Int64(frameNanoseconds), Int64(max(0, configuration.maximumDelayMilliseconds)) * 1_000_000)
+        lossMemoryNanoseconds = configuration.lossLookahead ? UInt64(max(0, configuration.lossMemoryMilliseconds)) * 1_000_000 : 0
+        quietPatiencePulls = max(1, Int(UInt64(max(0, configuration.quietPatienceMilliseconds)) * 1_000_000 / max(1, frameNanoseconds)))
         let sustainNanoseconds = UInt64(max(0, configuration.driftSustainMilliseconds)) * 1_000_000
         driftSustainPulls = max(1, Int((sustainNanoseconds + frameNanoseconds - 1) / max(1, frameNanoseconds)))
         reanchorThresholdSamples = max(Int64(max(0, configuration.reanchorThresholdMilliseconds)) * clock / 1000, frame)
@@ -175,6 +198,9 @@ public final class JitterBuffer {
         if count > 0 {
             let start = started ? playoutTimestamp : earliest
             result.bufferedDelayMilliseconds = Int(max(0, newestEnd - start) * 1000 / clockRateHertz)
+        }
+        if counters.framesPlayed > 0 {
+            result.meanWaitMilliseconds = Double(totalWaitNanoseconds) / Double(counters.framesPlayed) / 1e6
         }
         return result
     }
@@ -230,12 +256,14 @@ public final class JitterBuffer {
         }
         if started && timestamp < playoutTimestamp {
             counters.latePackets += 1
+            // How late packets come is exactly what the delay estimate must learn.
+            estimator.record(arrivalNanoseconds: arrivalNanoseconds, mediaNanoseconds: mediaNanoseconds(timestamp))
             return .late
         }
 
         hasCandidate = false
         if started && stalledFrames > 0 {
-            endStall(credit: credit, sequence: sequence)
+            endStall(credit: credit, sequence: sequence, now: arrivalNanoseconds)
         }
 
         var outcome = InsertOutcome.stored
@@ -257,9 +285,13 @@ public final class JitterBuffer {
 
     /// Produces the decision for the next frame period of the audio sink.
     ///
-    /// - Parameter now: current monotonic instant in nanoseconds (same clock as `arrivalNanoseconds`).
+    /// - Parameters:
+    ///   - now: current monotonic instant in nanoseconds (same clock as `arrivalNanoseconds`).
+    ///   - atQuietMoment: whether the audio just rendered was quiet (a pause in speech), so a
+    ///     frame can be inserted or dropped unheard; only an adaptive buffer uses it. Callers
+    ///     that cannot tell pass `true`.
     /// - Returns: what to render; payload pointers stay valid until the next mutating call.
-    public func pull(now: UInt64) -> PullResult {
+    public func pull(now: UInt64, atQuietMoment: Bool = true) -> PullResult {
         guard hasStream else { return .notStarted }
         if !started {
             guard now >= firstArrivalNanoseconds, now - firstArrivalNanoseconds >= targetDelayNanoseconds else {
@@ -271,23 +303,23 @@ public final class JitterBuffer {
             expectedSequence = slots[first].sequence
         }
 
-        if let estimator {
-            let spread = estimator.spreadNanoseconds * clockRateHertz / 1_000_000_000
-            let frames = (spread + frameSamples - 1) / frameSamples
-            let target = min(maximumTargetSamples, max(frameSamples, frames * frameSamples))
-            driftThresholdSamples = target + driftMarginSamples
-            counters.targetDelayMilliseconds = Int(target * 1000 / clockRateHertz)
-        }
         var scan = scanSlots()
-        if scan.count > 0 && scan.newestEnd - playoutTimestamp > driftThresholdSamples {
+        let adjustment = adaptDelay(now: now, quiet: atQuietMoment, scan: scan)
+        if adaptive {
+            switch adjustment {
+            case .keep:
+                break
+            case .insert:
+                counters.insertedFrames += 1
+                return .insertedFrame
+            case .drop:
+                dropFrame(at: scan.atPlayout)
+                scan = scanSlots()
+            }
+        } else if scan.count > 0 && scan.newestEnd - playoutTimestamp > driftThresholdSamples {
             excessPulls += 1
             if excessPulls >= driftSustainPulls && scan.atPlayout >= 0 {
-                let dropped = slots[scan.atPlayout]
-                slots[scan.atPlayout].occupied = false
-                playoutTimestamp = dropped.timestamp + frameSamples
-                expectedSequence = max(expectedSequence, dropped.sequence + 1)
-                counters.driftDrops += 1
-                excessPulls = 0
+                dropFrame(at: scan.atPlayout)
                 scan = scanSlots()
             }
         } else {
@@ -306,6 +338,7 @@ public final class JitterBuffer {
             playoutTimestamp = played.timestamp + frameSamples
             expectedSequence = max(expectedSequence, played.sequence + 1)
             counters.framesPlayed += 1
+            totalWaitNanoseconds &+= now >= played.arrivalNanoseconds ? now - played.arrivalNanoseconds : 0
             return .packet(
                 sequenceNumber: UInt16(truncatingIfNeeded: played.sequence),
                 payload: UnsafeRawBufferPointer(start: payloadPointer(slot: scan.atPlayout), count: played.payloadBytes)
@@ -317,6 +350,7 @@ public final class JitterBuffer {
         if scan.hasExpected || missingPackets <= 0 {
             return advanceSilenceGap()
         }
+        lastLossNanoseconds = max(now, 1)
         if scan.next >= 0 {
             expectedSequence += 1
             playoutTimestamp += frameSamples
@@ -347,7 +381,9 @@ public final class JitterBuffer {
         hasCandidate = false
         stalledFrames = 0
         excessPulls = 0
-        estimator?.reset()
+        lastLossNanoseconds = 0
+        totalWaitNanoseconds = 0
+        estimator.reset()
         driftThresholdSamples = targetDelaySamples + driftMarginSamples
         let target = Int(targetDelaySamples * 1000 / clockRateHertz)
         counters = JitterBufferStatistics()
@@ -367,7 +403,8 @@ public final class JitterBuffer {
         expectedSequence = sequence
         stalledFrames = 0
         excessPulls = 0
-        estimator?.reset()  // transits of another stream share no time base with this one
+        lastLossNanoseconds = 0
+        estimator.reset()  // transits of another stream share no time base with this one
         clearSeen()
     }
 
@@ -405,8 +442,11 @@ public final class JitterBuffer {
         return .stored
     }
 
-    private func endStall(credit: Int64, sequence: Int64) {
+    private func endStall(credit: Int64, sequence: Int64, now: UInt64) {
         let missingPackets = max(0, sequence - expectedSequence)
+        if missingPackets > 0 && credit > 0 {
+            lastLossNanoseconds = max(now, 1)
+        }
         // As in `pull`, pause frames come first and lost packets right before the new packet.
         let pauseFrames = max(0, credit - missingPackets)
         playoutTimestamp += credit * frameSamples
@@ -428,7 +468,7 @@ public final class JitterBuffer {
 
     private func write(slot: Int, sequence: Int64, timestamp: Int64, payload: UnsafeRawBufferPointer, arrivalNanoseconds: UInt64) {
         if slot != candidateIndex {  // a re-anchor candidate is not (yet) part of the stream
-            estimator?.record(arrivalNanoseconds: arrivalNanoseconds, mediaNanoseconds: timestamp * 1_000_000 / (clockRateHertz / 1000))
+            estimator.record(arrivalNanoseconds: arrivalNanoseconds, mediaNanoseconds: mediaNanoseconds(timestamp))
         }
         if let source = payload.baseAddress, payload.count > 0 {
             payloadPointer(slot: slot).copyMemory(from: source, byteCount: payload.count)
@@ -438,6 +478,56 @@ public final class JitterBuffer {
     }
 
     // MARK: - Pull helpers
+
+    private enum Adjustment { case keep, insert, drop }
+
+    /// The media time of an extended timestamp, in nanoseconds (the transits' time base).
+    private func mediaNanoseconds(_ timestamp: Int64) -> Int64 {
+        timestamp * 1_000_000_000 / clockRateHertz
+    }
+
+    /// Adaptive delay control at one pull (see the type documentation); also updates the
+    /// target and playout-delay gauges. The estimator always runs, so a fixed-target buffer
+    /// reports its playout delay too.
+    private func adaptDelay(now: UInt64, quiet: Bool, scan: Scan) -> Adjustment {
+        guard !estimator.isEmpty else { return .keep }
+        let lowest = estimator.lowestTransitNanoseconds
+        let offset = Int64(bitPattern: now) &- mediaNanoseconds(playoutTimestamp)
+        let lossy = lastLossNanoseconds != 0 && now &- lastLossNanoseconds < lossMemoryNanoseconds
+        let required = guardNanoseconds + (lossy ? frameNanoseconds : 0)
+        let desired = min(estimator.percentileTransitNanoseconds + required, lowest + maximumDelayNanoseconds)
+        counters.playoutDelayMilliseconds = Int(max(0, offset - lowest) / 1_000_000)
+        guard adaptive else { return .keep }
+        counters.targetDelayMilliseconds = Int((desired - lowest + 999_999) / 1_000_000)
+        let error = offset - desired
+        if error < 0 {
+            excessPulls = 0
+            // An empty buffer is an underflow, which holds the playout point anyway.
+            return quiet && scan.count > 0 ? .insert : .keep
+        }
+        guard error >= frameNanoseconds else {
+            excessPulls = 0
+            return .keep
+        }
+        excessPulls += 1
+        // Only a buffered frame with another behind it can go (a missing one is not "quiet").
+        guard scan.atPlayout >= 0, scan.count >= 2 else { return .keep }
+        if excessPulls >= driftSustainPulls && (quiet || excessPulls >= quietPatiencePulls) {
+            excessPulls = 0
+            return .drop
+        }
+        return .keep
+    }
+
+    /// Drops the frame at the playout point to shorten the delay.
+    private func dropFrame(at index: Int) {
+        let dropped = slots[index]
+        slots[index].occupied = false
+        playoutTimestamp = dropped.timestamp + frameSamples
+        expectedSequence = max(expectedSequence, dropped.sequence + 1)
+        counters.driftDrops += 1
+        excessPulls = 0
+    }
 
     private func advanceSilenceGap() -> PullResult {
         playoutTimestamp += frameSamples

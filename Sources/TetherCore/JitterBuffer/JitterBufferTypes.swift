@@ -23,13 +23,28 @@ extension JitterBuffer {
         /// Distance in milliseconds between a packet's timestamp and the playout point beyond
         /// which the packet is treated as the possible start of a new stream (re-anchor).
         public var reanchorThresholdMilliseconds: Int
-        /// When true, the target follows the arrivals: the 95th percentile of how late packets
-        /// come relative to the fastest of the last 250 (`ArrivalDelayEstimator`), rounded up to
-        /// whole frames, at least one frame and at most `maximumDelayMilliseconds`.
-        /// `targetDelayMilliseconds` is then only the delay the first packet waits.
+        /// When true, the delay follows the arrivals instead of `targetDelayMilliseconds`
+        /// (which is then only how long the first packet of a stream waits). The buffer keeps
+        /// the playout point just late enough that a packet as late as the 95th percentile of
+        /// the last 250 (relative to the fastest of them, `ArrivalDelayEstimator`) still arrives
+        /// `adaptiveGuardMilliseconds` before its frame is pulled, plus one frame while packets
+        /// are being lost (`lossLookahead`), and never more than `maximumDelayMilliseconds`
+        /// after the fastest packet. It lengthens the delay by inserting a concealment frame
+        /// and shortens it by dropping a frame, both at quiet moments (see ``JitterBuffer/pull(now:atQuietMoment:)``).
         public var adaptiveTarget: Bool = false
-        /// Upper bound of an adaptive target, in milliseconds.
+        /// Upper bound of the adaptive delay (added to the fastest packet), in milliseconds.
         public var maximumDelayMilliseconds: Int = 200
+        /// Safety margin of the adaptive delay for the pulls' own timing jitter, in milliseconds.
+        public var adaptiveGuardMilliseconds: Int = 4
+        /// Adaptive only: while a packet was lost within `lossMemoryMilliseconds`, keep one more
+        /// frame buffered, so that the successor of a lost packet has usually arrived when the lost
+        /// frame is due and its in-band FEC can rebuild it (``PullResult/fecFromNext(payload:)``).
+        public var lossLookahead: Bool = true
+        /// How long one loss keeps the lookahead frame, in milliseconds.
+        public var lossMemoryMilliseconds: Int = 10_000
+        /// Adaptive only: a delay that could be shortened waits this long for a quiet moment
+        /// before a frame is dropped anyway (continuous sound has none), in milliseconds.
+        public var quietPatienceMilliseconds: Int = 2_000
 
         /// Creates a configuration; every parameter has a default suited to 20 ms Opus frames.
         public init(
@@ -80,6 +95,9 @@ extension JitterBuffer {
         /// Playout has not started (no packet yet, or the first packet of the stream, possibly
         /// after a re-anchor, has not yet waited the target delay). Play silence.
         case notStarted
+        /// Adaptive only: the buffer lengthens its delay by one frame at a quiet moment and does
+        /// not move the playout point. Render one generated frame (Opus PLC).
+        case insertedFrame
         /// Decode this packet normally.
         case packet(sequenceNumber: UInt16, payload: UnsafeRawBufferPointer)
         /// The packet for this frame is lost but its successor is buffered: decode the lost frame
@@ -107,8 +125,11 @@ public struct JitterBufferStatistics: Sendable, Equatable {
     public var tooLargePackets: Int = 0
     /// Packets dropped because every slot was full, in packets.
     public var overflowDrops: Int = 0
-    /// Buffered frames dropped to bring excess delay back under target + margin, in frames.
+    /// Buffered frames dropped to shorten the delay (excess over target + margin with a fixed
+    /// target, or over the adaptive target), in frames.
     public var driftDrops: Int = 0
+    /// Frames inserted (``JitterBuffer/PullResult/insertedFrame``) to lengthen an adaptive delay.
+    public var insertedFrames: Int = 0
     /// Frames returned as ``JitterBuffer/PullResult/packet(sequenceNumber:payload:)``.
     public var framesPlayed: Int = 0
     /// Frames returned as ``JitterBuffer/PullResult/fecFromNext(payload:)``.
@@ -125,8 +146,15 @@ public struct JitterBufferStatistics: Sendable, Equatable {
     /// Audio currently buffered, in milliseconds: from the playout point (or the oldest packet
     /// before playout starts) to the end of the newest buffered packet.
     public var bufferedDelayMilliseconds: Int = 0
-    /// Effective target delay in milliseconds (the configured value, at least one frame).
+    /// Effective target delay in milliseconds: the configured value (at least one frame) with a
+    /// fixed target; with an adaptive one, the delay it aims to add to the fastest packets.
     public var targetDelayMilliseconds: Int = 0
+    /// The delay playout currently adds to the fastest recent packets, in milliseconds: how long
+    /// after its arrival such a packet is pulled (later packets wait less). 0 before playout.
+    public var playoutDelayMilliseconds: Int = 0
+    /// Mean time the played packets waited in the buffer, from arrival to pull, over the
+    /// stream so far, in milliseconds (WebRTC's jitterBufferDelay / emitted count).
+    public var meanWaitMilliseconds: Double = 0
 
     /// Creates all-zero statistics.
     public init() {}
