@@ -76,7 +76,7 @@ let package = Package(
             name: "tether-bench",
             dependencies: [
                 "TetherCodec", "TetherRTP", "TetherCore", "TetherRealtime", "CSRTP", "COpus", "CAllocationCounter",
-                "Tether", "TetherTestbed",
+                "Tether", "TetherTestbed", "TetherFaults", "TetherAudio",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Benchmarks/tether-bench"),

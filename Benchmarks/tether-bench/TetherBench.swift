@@ -13,8 +13,8 @@ import TetherRealtime
 struct TetherBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "tether-bench",
-        abstract: "Tether's performance: hot-path CPU and allocations against the C floor, mouth-to-ear latency through devices.",
-        subcommands: [HotPathBench.self, LatencyBench.self], defaultSubcommand: HotPathBench.self)
+        abstract: "Tether's performance: hot-path CPU and allocations against the C floor, mouth-to-ear latency through devices, speech quality under loss.",
+        subcommands: [HotPathBench.self, LatencyBench.self, QualityBench.self, CodecQualityBench.self], defaultSubcommand: HotPathBench.self)
 }
 
 /// Per-frame CPU of the send and receive paths against direct libopus + libsrtp calls, and heap

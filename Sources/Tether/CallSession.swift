@@ -467,8 +467,8 @@ public actor CallSession {
             sessionID: sdpSessionID, sessionVersion: sdpSessionVersion, originAddress: configuration.localAddresses.first ?? parsed.first?.address ?? "0.0.0.0",
             opusParameters: OpusParameters(
                 // Room for the sender's loss adaptation to add bitrate for FEC (LossAdaptation
-                // raises it by up to a quarter).
-                maxAverageBitrateBitsPerSecond: UInt32(min(510_000, opus.bitrateBitsPerSecond * 5 / 4)), minPtimeMilliseconds: 10,
+                // raises it up to twice the base).
+                maxAverageBitrateBitsPerSecond: UInt32(min(510_000, opus.bitrateBitsPerSecond * 2)), minPtimeMilliseconds: 10,
                 useInbandFEC: opus.inBandFEC, useDTX: opus.discontinuousTransmission),
             ptimeMilliseconds: UInt32(opus.frameDurationMilliseconds), iceUfrag: ufrag, icePwd: pwd,
             candidates: parsed, endOfCandidates: true, crypto: crypto)

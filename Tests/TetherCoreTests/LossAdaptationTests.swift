@@ -15,11 +15,11 @@ struct LossAdaptationTests {
         var a = LossAdaptation(baseBitrateBitsPerSecond: 32_000, maximumBitrateBitsPerSecond: 64_000, peerAcceptsFEC: true)
         let sChange = a.reportReceived(fractionLost: 26.0 / 256, now: at(5))
         let s = try #require(sChange)  // 10.2 %
-        #expect(s == .init(expectedLossPercent: 10, inBandFEC: true, bitrateBitsPerSecond: 38_400))  // +20 %
+        #expect(s == .init(expectedLossPercent: 10, inBandFEC: true, bitrateBitsPerSecond: 48_000))  // +50 %
         let heavyChange = a.reportReceived(fractionLost: 0.5, now: at(7.5))
         let heavy = try #require(heavyChange)
         #expect(heavy.expectedLossPercent == 30)  // bounded
-        #expect(heavy.bitrateBitsPerSecond == 40_000)  // +25 % at most
+        #expect(heavy.bitrateBitsPerSecond == 64_000)  // twice the base at most
     }
 
     @Test func oneCleanReportDoesNotSwitchProtectionOffButItDecaysWithItsHalfLife() throws {

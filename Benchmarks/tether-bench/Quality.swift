@@ -1,0 +1,422 @@
+import ArgumentParser
+import Foundation
+import Tether
+import TetherAudio
+import TetherCodec
+import TetherFaults
+import TetherTestbed
+
+/// Speech through two sessions over the impairment relay, scored with wideband PESQ.
+struct QualityBench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "quality",
+        abstract: "Speech quality under packet loss: wideband PESQ of speech sent through two sessions over the impairment relay.",
+        discussion: """
+            Speech (espeak-ng, resampled to 48 kHz by sox) is A's microphone; B records what it plays, \
+            with real timing (concealment and underruns included). The relay between them drops \
+            datagrams with seeded random loss (0, 5, 10, 20 %) or Gilbert–Elliott bursts, both \
+            ways. Each case runs three receivers side by side on the same loss seed: FEC + \
+            concealment (Tether's default), concealment only (no FEC sent or used), and no \
+            recovery (a lost frame plays as silence). Recordings are scored against the source \
+            with P.862.2 wideband PESQ (PyPI `pesq`, Benchmarks/quality/pesq_score.py). \
+            Needs espeak-ng, sox and python3 with pesq: `make quality` installs them and runs this.
+            """)
+
+    @Option(help: "Speech clips per case (each another voice, other sentences and another loss seed).")
+    var clips: Int = 2
+
+    @Option(help: "Loss cases to run: 0, 5, 10, 20 (percent, uniform) and bursty.")
+    var cases: [String] = ["0", "5", "10", "20", "bursty"]
+
+    @Option(help: "Folder for the clips and the recordings.")
+    var workDirectory: String = ".build/quality"
+
+    @Option(help: "Write every figure as JSON to this file.")
+    var json: String?
+
+    enum Mode: String, CaseIterable, Sendable {
+        case fecAndConcealment = "FEC + PLC"
+        case concealmentOnly = "PLC only"
+        case none = "none"
+
+        var key: String {
+            switch self {
+            case .fecAndConcealment: "fecPLC"
+            case .concealmentOnly: "plc"
+            case .none: "none"
+            }
+        }
+
+        func configure(_ c: inout CallConfiguration) {
+            c.opus.inBandFEC = self == .fecAndConcealment
+            c.concealsLoss = self != .none
+        }
+    }
+
+    struct LossCase: Sendable {
+        var name: String
+        var impairments: UDPImpairments
+
+        init?(_ name: String) {
+            self.name = name
+            if name == "bursty" {
+                // Gilbert–Elliott: bursts of 3 packets on average, about 9 % lost overall.
+                impairments = UDPImpairments(burstLoss: BurstLoss(goodToBadProbability: 0.033, badToGoodProbability: 0.33))
+            } else if let percent = Double(name), (0...100).contains(percent) {
+                impairments = UDPImpairments(lossPercent: percent)
+            } else {
+                return nil
+            }
+        }
+
+        var label: String { name == "bursty" ? "bursty (GE, mean burst 3)" : "\(name) % random" }
+    }
+
+    /// One call's outcome, as B heard it.
+    struct Run: Sendable {
+        var lossCase: String
+        var clip: Int
+        var mode: Mode
+        var recording: String
+        var reference: String
+        var packetsReceived: Int
+        var packetsLost: Int
+        var framesRecoveredByFEC: Int
+        var framesConcealed: Int
+        var framesInsertedForDelay: Int
+        var framesDroppedForDelay: Int
+        var playbackUnderruns: Int
+        var heardLossPercent: Double
+        var jitterBufferDelayMilliseconds: Double
+        var jitterBufferTargetMilliseconds: Double
+        var meanOpinionScoreEstimate: Double?
+        var pesq: Double? = nil
+        var problem: String? = nil
+    }
+
+    static let sentences = [
+        "The birch canoe slid on the smooth planks. Glue the sheet to the dark blue background. It is easy to tell the depth of a well. These days a chicken leg is a rare dish.",
+        "Rice is often served in round bowls. The juice of lemons makes fine punch. The box was thrown beside the parked truck. The hogs were fed chopped corn and garbage.",
+        "Four hours of steady work faced us. A large size in stockings is hard to sell. The boy was there when the sun rose. A rod is used to catch pink salmon.",
+        "The source of the huge river is the clear spring. Kick the ball straight and follow through. Help the woman get back to her feet. A pot of tea helps to pass the evening.",
+    ]
+    static let voices = ["en-us", "en-us+f3", "en-gb", "en-us+f2"]
+
+    func run() async throws {
+        let lossCases = try cases.map { name in
+            guard let c = LossCase(name) else { throw ValidationError("unknown case '\(name)': use 0…100 or bursty") }
+            return c
+        }
+        guard clips >= 1 && clips <= Self.sentences.count else { throw ValidationError("--clips must be 1…\(Self.sentences.count)") }
+        try Self.checkTools()
+        try FileManager.default.createDirectory(atPath: workDirectory, withIntermediateDirectories: true)
+        let scorer = Self.scorerPath()
+
+        print("quality: \(clips) clip(s) × \(lossCases.count) case(s) × \(Mode.allCases.count) receivers; Opus 20 ms 32 kb/s, adaptive jitter buffer, loopback ICE through the relay (loss both ways)")
+        var references: [String] = []
+        for clip in 0..<clips {
+            let path = "\(workDirectory)/clip\(clip).wav"
+            try Self.synthesize(text: Self.sentences[clip], voice: Self.voices[clip % Self.voices.count], into: path, scratch: workDirectory)
+            references.append(path)
+        }
+
+        var runs: [Run] = []
+        let started = Date()
+        for lossCase in lossCases {
+            for clip in 0..<clips {
+                let seed = UInt64(1000 + clip)
+                print(String(format: "  [%5.1f s] %@, clip %d (%@)…", Date().timeIntervalSince(started), lossCase.label, clip, Self.voices[clip % Self.voices.count]))
+                let reference = references[clip]
+                let results = try await withThrowingTaskGroup(of: Run.self) { group in
+                    for mode in Mode.allCases {
+                        let recording = "\(workDirectory)/\(lossCase.name)-clip\(clip)-\(mode.key).wav"
+                        group.addTask {
+                            try await Self.call(
+                                reference: reference, recording: recording, mode: mode, lossCase: lossCase, clip: clip, seed: seed)
+                        }
+                    }
+                    var out: [Run] = []
+                    for try await r in group { out.append(r) }
+                    return out
+                }
+                runs += results.sorted { $0.mode.key < $1.mode.key }
+            }
+        }
+
+        print(String(format: "  [%5.1f s] scoring %d recordings with PESQ-WB…", Date().timeIntervalSince(started), runs.count))
+        let scores = Self.score(runs.map { ($0.reference, $0.recording) }, scorer: scorer)
+        for i in runs.indices {
+            switch scores[runs[i].recording] {
+            case .some(.success(let value)): runs[i].pesq = value
+            case .some(.failure(let message)): runs[i].problem = message
+            case .none: runs[i].problem = "not scored"
+            }
+        }
+        print(String(format: "  [%5.1f s] done", Date().timeIntervalSince(started)))
+        print("")
+        print(Self.table(runs, cases: lossCases))
+        if let json {
+            try Self.writeJSON(runs, to: json)
+            print("figures written to \(json)")
+        }
+    }
+
+    // MARK: One call
+
+    static func call(reference: String, recording: String, mode: Mode, lossCase: LossCase, clip clipIndex: Int, seed: UInt64) async throws -> Run {
+        let relay = try UDPImpairmentRelay(seed: seed)
+        defer { relay.stop() }
+        var ca = CallConfiguration(
+            audioSource: WAVFileSource(path: reference, loop: false), localAddresses: ["127.0.0.1"], statisticsIntervalSeconds: 0)
+        var cb = CallConfiguration(
+            audioSource: TestSignalSource(frequencyHertz: 660, levelDBFS: -30), audioSink: WAVFileSink(path: recording),
+            localAddresses: ["127.0.0.1"], statisticsIntervalSeconds: 0)
+        mode.configure(&ca)
+        mode.configure(&cb)
+        let a = try CallSession(configuration: ca)
+        let b = try CallSession(configuration: cb)
+        let signaling = InProcessSignaling(a: a, b: b, relay: relay)
+        relay.updateImpairments { $0 = lossCase.impairments }
+        try await a.start()
+        try await b.start()
+        try await signaling.connect()
+        let clip = try WAVFile.read(path: reference)
+        let seconds = Double(clip.samples.count) / Double(clip.sampleRateHertz)
+        // The clip starts with a second of silence (set-up happens then) and is played once.
+        let deadline = ContinuousClock.now + .seconds(seconds + 0.6)
+        try await Task.sleep(until: deadline)
+        let s = b.statistics()
+        await a.hangUp()
+        await signaling.waitUntilFinished()
+        return Run(
+            lossCase: lossCase.name, clip: clipIndex, mode: mode, recording: recording, reference: reference,
+            packetsReceived: s.packetsReceived, packetsLost: s.packetsLost, framesRecoveredByFEC: s.framesRecoveredByFEC,
+            framesConcealed: s.framesConcealed, framesInsertedForDelay: s.framesInsertedForDelay,
+            framesDroppedForDelay: s.framesDroppedForDelay, playbackUnderruns: s.playbackUnderruns, heardLossPercent: s.heardLossPercent,
+            jitterBufferDelayMilliseconds: s.jitterBufferDelayMilliseconds,
+            jitterBufferTargetMilliseconds: s.jitterBufferTargetMilliseconds, meanOpinionScoreEstimate: s.meanOpinionScore)
+    }
+
+    // MARK: Codec alone
+
+    /// The same speech through Opus alone, frame by frame with no network or jitter buffer, one
+    /// packet in `every` lost on a fixed pattern: the ceiling a receiver can reach.
+    static func codecOnly(
+        reference: String, into path: String, lossPercent: Double, seed: UInt64, fec: Bool, bitrate: Int = 32_000,
+        expectedLossPercent: Int? = nil
+    ) throws {
+        let clip = try WAVFile.read(path: reference)
+        var configuration = OpusConfiguration()
+        configuration.bitrateBitsPerSecond = bitrate
+        configuration.inBandFEC = fec
+        configuration.expectedLossPercent = fec ? expectedLossPercent ?? max(1, Int(lossPercent.rounded())) : 0
+        let encoder = try OpusEncoder(configuration: configuration)
+        let decoder = try OpusDecoder()
+        let frame = configuration.samplesPerFrame
+        let frames = clip.samples.count / frame
+        var packets: [[UInt8]] = []
+        var buffer = [UInt8](repeating: 0, count: 1500)
+        for f in 0..<frames {
+            let length = try clip.samples.withUnsafeBufferPointer { samples in
+                try buffer.withUnsafeMutableBytes { try encoder.encode(samples.baseAddress! + f * frame, into: $0) }
+            }
+            packets.append(Array(buffer[0..<length]))
+        }
+        var random = SplitMix(seed: seed)
+        let lost = (0..<frames).map { _ in Double(random.next() % 10_000) / 100 < lossPercent }
+        var output = [Int16](repeating: 0, count: frames * frame)
+        try output.withUnsafeMutableBufferPointer { out in
+            for f in 0..<frames {
+                let pcm = UnsafeMutableBufferPointer(rebasing: out[(f * frame)..<((f + 1) * frame)])
+                if !lost[f] {
+                    _ = try packets[f].withUnsafeBytes { try decoder.decode($0, into: pcm) }
+                } else if fec, f + 1 < frames, !lost[f + 1] {
+                    _ = try packets[f + 1].withUnsafeBytes { try decoder.decodeFEC(from: $0, into: pcm) }
+                } else {
+                    _ = try decoder.conceal(into: pcm)
+                }
+            }
+        }
+        try WAVFile.write(samples: output, sampleRateHertz: 48_000, to: path)
+    }
+
+    struct SplitMix {
+        var state: UInt64
+        init(seed: UInt64) { state = seed }
+        mutating func next() -> UInt64 {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+    }
+
+    // MARK: Tools
+
+    static func checkTools() throws {
+        var missing: [String] = []
+        for tool in ["espeak-ng", "sox", "python3"] where ChildProcess.run(["sh", "-c", "command -v \(tool)"]).status != 0 {
+            missing.append(tool)
+        }
+        if !missing.contains("python3"), ChildProcess.run(["python3", "-c", "import pesq, numpy"]).status != 0 {
+            missing.append("python3 module pesq (pip install pesq)")
+        }
+        if !missing.isEmpty {
+            throw ValidationError("missing: \(missing.joined(separator: ", ")). `make quality` installs them (apt espeak-ng sox, pip pesq).")
+        }
+    }
+
+    static func scorerPath() -> String {
+        // Next to this source in the package: Benchmarks/quality/pesq_score.py.
+        let here = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        return here.appendingPathComponent("quality/pesq_score.py").path
+    }
+
+    /// espeak-ng → 48 kHz mono 16-bit, with a second of silence before and half a second after.
+    static func synthesize(text: String, voice: String, into path: String, scratch: String) throws {
+        let raw = "\(scratch)/speech-raw.wav"
+        let spoken = ChildProcess.run(["espeak-ng", "-v", voice, "-s", "150", "-w", raw, text])
+        guard spoken.status == 0 else { throw ValidationError("espeak-ng failed: \(spoken.output)") }
+        let converted = ChildProcess.run(["sox", raw, "-r", "48000", "-c", "1", "-b", "16", path, "pad", "1.0", "0.5"])
+        guard converted.status == 0 else { throw ValidationError("sox failed: \(converted.output)") }
+    }
+
+    enum Score { case success(Double), failure(String) }
+
+    /// Scores every pair in one Python process; keyed by the recording's path.
+    static func score(_ pairs: [(String, String)], scorer: String) -> [String: Score] {
+        let result = ChildProcess.run(["python3", scorer] + pairs.flatMap { [$0.0, $0.1] })
+        var scores: [String: Score] = [:]
+        for line in result.output.split(separator: "\n") {
+            guard let data = line.data(using: .utf8),
+                  let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
+                  let degraded = object["degraded"] as? String
+            else { continue }
+            if let value = object["pesq_wb"] as? Double {
+                scores[degraded] = .success(value)
+            } else {
+                scores[degraded] = .failure(object["error"] as? String ?? "no score")
+            }
+        }
+        if scores.isEmpty {
+            for (_, degraded) in pairs { scores[degraded] = .failure("scorer failed (status \(result.status)): \(result.output.suffix(300))") }
+        }
+        return scores
+    }
+
+    // MARK: Output
+
+    static func table(_ runs: [Run], cases: [LossCase]) -> String {
+        var lines: [String] = []
+        lines.append("PESQ-WB (MOS-LQO, 1.0–4.64), mean over clips [min–max]; targets: ≥ 3.0 at 10 %, ≥ 2.5 at 20 % (FEC + PLC)")
+        lines.append("")
+        let header = "loss                          " + Mode.allCases.map { $0.rawValue.padding(toLength: 20, withPad: " ", startingAt: 0) }.joined()
+            + "lost / FEC-rebuilt / heard loss (FEC + PLC)   JB delay / target"
+        lines.append(header)
+        lines.append(String(repeating: "─", count: header.count))
+        for c in cases {
+            var line = c.label.padding(toLength: 30, withPad: " ", startingAt: 0)
+            for mode in Mode.allCases {
+                let scores = runs.filter { $0.lossCase == c.name && $0.mode == mode }.compactMap(\.pesq)
+                let cell: String
+                if scores.isEmpty {
+                    cell = "n/a"
+                } else {
+                    let mean = scores.reduce(0, +) / Double(scores.count)
+                    cell = scores.count > 1
+                        ? String(format: "%.2f [%.2f–%.2f]", mean, scores.min()!, scores.max()!) : String(format: "%.2f", mean)
+                }
+                line += cell.padding(toLength: 20, withPad: " ", startingAt: 0)
+            }
+            let fec = runs.filter { $0.lossCase == c.name && $0.mode == .fecAndConcealment }
+            let expected = fec.reduce(0) { $0 + $1.packetsReceived + max(0, $1.packetsLost) }
+            let lost = fec.reduce(0) { $0 + max(0, $1.packetsLost) }
+            let rebuilt = fec.reduce(0) { $0 + $1.framesRecoveredByFEC }
+            let heard = fec.isEmpty ? 0 : fec.reduce(0) { $0 + $1.heardLossPercent } / Double(fec.count)
+            let delay = fec.isEmpty ? 0 : fec.reduce(0) { $0 + $1.jitterBufferDelayMilliseconds } / Double(fec.count)
+            let target = fec.isEmpty ? 0 : fec.reduce(0) { $0 + $1.jitterBufferTargetMilliseconds } / Double(fec.count)
+            line += String(
+                format: "%@ / %@ / %@",
+                String(format: "%.1f %%", expected == 0 ? 0 : 100 * Double(lost) / Double(expected)),
+                "\(rebuilt)", String(format: "%.1f %%", heard)
+            ).padding(toLength: 45, withPad: " ", startingAt: 0)
+            line += String(format: "%.0f / %.0f ms", delay, target)
+            lines.append(line)
+        }
+        let problems = runs.compactMap { r in r.problem.map { "  \(r.recording): \($0)" } }
+        if !problems.isEmpty {
+            lines.append("")
+            lines.append("not scored:")
+            lines += problems
+        }
+        return lines.joined(separator: "\n")
+    }
+
+    static func writeJSON(_ runs: [Run], to path: String) throws {
+        let rows: [[String: Any]] = runs.map { r in
+            var row: [String: Any] = [
+                "case": r.lossCase, "clip": r.clip, "receiver": r.mode.key, "recording": r.recording,
+                "packetsReceived": r.packetsReceived, "packetsLost": r.packetsLost,
+                "framesRecoveredByFEC": r.framesRecoveredByFEC, "framesConcealed": r.framesConcealed,
+                "framesInsertedForDelay": r.framesInsertedForDelay, "framesDroppedForDelay": r.framesDroppedForDelay,
+                "playbackUnderruns": r.playbackUnderruns,
+                "heardLossPercent": r.heardLossPercent, "jitterBufferDelayMs": r.jitterBufferDelayMilliseconds,
+                "jitterBufferTargetMs": r.jitterBufferTargetMilliseconds,
+            ]
+            if let p = r.pesq { row["pesqWB"] = p }
+            if let m = r.meanOpinionScoreEstimate { row["eModelMOS"] = m }
+            if let problem = r.problem { row["problem"] = problem }
+            return row
+        }
+        let data = try JSONSerialization.data(withJSONObject: ["quality": rows], options: [.prettyPrinted, .sortedKeys])
+        try data.write(to: URL(fileURLWithPath: path))
+    }
+}
+
+/// `tether-bench codec-quality`: PESQ of Opus alone under loss (no network, no jitter buffer).
+struct CodecQualityBench: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "codec-quality", abstract: "Wideband PESQ of Opus alone under random loss: the ceiling for `quality`.")
+
+    @Option(help: "Folder for the clips and the recordings.")
+    var workDirectory: String = ".build/quality"
+
+    @Option(help: "Bitrates to try, bits per second.")
+    var bitrate: [Int] = [32_000]
+
+    @Option(help: "Expected loss the encoder is told (percent); default: the real loss.")
+    var expectedLoss: [Int] = []
+
+    @Option(help: "Loss cases, percent.")
+    var loss: [Double] = [0, 5, 10, 20]
+
+    func run() throws {
+        try QualityBench.checkTools()
+        try FileManager.default.createDirectory(atPath: workDirectory, withIntermediateDirectories: true)
+        let reference = "\(workDirectory)/clip0.wav"
+        try QualityBench.synthesize(text: QualityBench.sentences[0], voice: QualityBench.voices[0], into: reference, scratch: workDirectory)
+        var pairs: [(String, String)] = []
+        var labels: [String: String] = [:]
+        for rate in bitrate {
+            for loss in loss {
+                for (fec, expected) in [(true, nil)] + expectedLoss.map { (true, Optional($0)) } + [(false, nil)] {
+                    let path = "\(workDirectory)/codec-\(rate)-\(Int(loss))-\(fec ? "fec\(expected.map { "\($0)" } ?? "")" : "plc").wav"
+                    try QualityBench.codecOnly(
+                        reference: reference, into: path, lossPercent: loss, seed: 1000, fec: fec, bitrate: rate,
+                        expectedLossPercent: expected)
+                    pairs.append((reference, path))
+                    labels[path] = "\(rate / 1000) kb/s, \(Int(loss)) % loss, \(fec ? "FEC (expects \(expected.map { "\($0)" } ?? "\(Int(loss))") %) + PLC" : "PLC only")"
+                }
+            }
+        }
+        let scores = QualityBench.score(pairs, scorer: QualityBench.scorerPath())
+        for (_, path) in pairs {
+            switch scores[path] {
+            case .some(.success(let v)): print(String(format: "%-40@ PESQ-WB %.2f", labels[path]! as NSString, v))
+            case .some(.failure(let m)): print("\(labels[path]!): \(m)")
+            case .none: print("\(labels[path]!): not scored")
+            }
+        }
+    }
+}
