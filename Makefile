@@ -2,7 +2,7 @@
 SWIFT ?= swift
 TSAN_SCRATCH ?= .build-tsan
 
-.PHONY: setup build demo test test-unit test-tsan bench latency format clean test-devices
+.PHONY: setup build demo test test-unit test-tsan bench latency quality format clean test-devices
 
 setup:
 	@./scripts/setup-debian.sh
@@ -35,6 +35,12 @@ bench: setup
 latency: setup
 	$(SWIFT) build -c release --product tether-bench
 	scripts/with-test-audio.sh .build/release/tether-bench latency
+
+# Speech quality under loss (wideband PESQ), about 6 minutes; needs espeak-ng, sox and PyPI's pesq,
+# which scripts/setup-quality.sh installs (apt, and a venv under .build/).
+quality: setup
+	$(SWIFT) build -c release --product tether-bench
+	.build/release/tether-bench quality --python "$$(scripts/setup-quality.sh)" --json .build/quality/quality.json
 
 format:
 	$(SWIFT) format --in-place --recursive Sources Tests Benchmarks Package.swift

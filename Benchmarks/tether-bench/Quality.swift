@@ -34,6 +34,9 @@ struct QualityBench: AsyncParsableCommand {
     @Option(help: "Write every figure as JSON to this file.")
     var json: String?
 
+    @Option(help: "Python with the pesq and numpy modules (make quality makes a venv for it).")
+    var python: String = "python3"
+
     enum Mode: String, CaseIterable, Sendable {
         case fecAndConcealment = "FEC + PLC"
         case concealmentOnly = "PLC only"
@@ -108,11 +111,11 @@ struct QualityBench: AsyncParsableCommand {
             return c
         }
         guard clips >= 1 && clips <= Self.sentences.count else { throw ValidationError("--clips must be 1…\(Self.sentences.count)") }
-        try Self.checkTools()
+        try Self.checkTools(python: python)
         try FileManager.default.createDirectory(atPath: workDirectory, withIntermediateDirectories: true)
         let scorer = Self.scorerPath()
 
-        print("quality: \(clips) clip(s) × \(lossCases.count) case(s) × \(Mode.allCases.count) receivers; Opus 20 ms 32 kb/s, adaptive jitter buffer, loopback ICE through the relay (loss both ways)")
+        say("quality: \(clips) clip(s) × \(lossCases.count) case(s) × \(Mode.allCases.count) receivers; Opus 20 ms 32 kb/s, adaptive jitter buffer, loopback ICE through the relay (loss both ways)")
         var references: [String] = []
         for clip in 0..<clips {
             let path = "\(workDirectory)/clip\(clip).wav"
@@ -125,7 +128,7 @@ struct QualityBench: AsyncParsableCommand {
         for lossCase in lossCases {
             for clip in 0..<clips {
                 let seed = UInt64(1000 + clip)
-                print(String(format: "  [%5.1f s] %@, clip %d (%@)…", Date().timeIntervalSince(started), lossCase.label, clip, Self.voices[clip % Self.voices.count]))
+                say(String(format: "  [%5.1f s] %@, clip %d (%@)…", Date().timeIntervalSince(started), lossCase.label, clip, Self.voices[clip % Self.voices.count]))
                 let reference = references[clip]
                 let results = try await withThrowingTaskGroup(of: Run.self) { group in
                     for mode in Mode.allCases {
@@ -143,8 +146,8 @@ struct QualityBench: AsyncParsableCommand {
             }
         }
 
-        print(String(format: "  [%5.1f s] scoring %d recordings with PESQ-WB…", Date().timeIntervalSince(started), runs.count))
-        let scores = Self.score(runs.map { ($0.reference, $0.recording) }, scorer: scorer)
+        say(String(format: "  [%5.1f s] scoring %d recordings with PESQ-WB…", Date().timeIntervalSince(started), runs.count))
+        let scores = Self.score(runs.map { ($0.reference, $0.recording) }, scorer: scorer, python: python)
         for i in runs.indices {
             switch scores[runs[i].recording] {
             case .some(.success(let value)): runs[i].pesq = value
@@ -152,12 +155,12 @@ struct QualityBench: AsyncParsableCommand {
             case .none: runs[i].problem = "not scored"
             }
         }
-        print(String(format: "  [%5.1f s] done", Date().timeIntervalSince(started)))
-        print("")
-        print(Self.table(runs, cases: lossCases))
+        say(String(format: "  [%5.1f s] done", Date().timeIntervalSince(started)))
+        say("")
+        say(Self.table(runs, cases: lossCases))
         if let json {
             try Self.writeJSON(runs, to: json)
-            print("figures written to \(json)")
+            say("figures written to \(json)")
         }
     }
 
@@ -186,7 +189,9 @@ struct QualityBench: AsyncParsableCommand {
         let deadline = ContinuousClock.now + .seconds(seconds + 0.6)
         try await Task.sleep(until: deadline)
         let s = b.statistics()
+        // Both hang up (signaling would tell B; the BYE alone may be lost on a lossy path).
         await a.hangUp()
+        await b.hangUp()
         await signaling.waitUntilFinished()
         return Run(
             lossCase: lossCase.name, clip: clipIndex, mode: mode, recording: recording, reference: reference,
@@ -254,13 +259,13 @@ struct QualityBench: AsyncParsableCommand {
 
     // MARK: Tools
 
-    static func checkTools() throws {
+    static func checkTools(python: String) throws {
         var missing: [String] = []
-        for tool in ["espeak-ng", "sox", "python3"] where ChildProcess.run(["sh", "-c", "command -v \(tool)"]).status != 0 {
+        for tool in ["espeak-ng", "sox", python] where ChildProcess.run(["sh", "-c", "command -v '\(tool)'"]).status != 0 {
             missing.append(tool)
         }
-        if !missing.contains("python3"), ChildProcess.run(["python3", "-c", "import pesq, numpy"]).status != 0 {
-            missing.append("python3 module pesq (pip install pesq)")
+        if !missing.contains(python), ChildProcess.run([python, "-c", "import pesq, numpy"]).status != 0 {
+            missing.append("\(python) module pesq (pip install pesq)")
         }
         if !missing.isEmpty {
             throw ValidationError("missing: \(missing.joined(separator: ", ")). `make quality` installs them (apt espeak-ng sox, pip pesq).")
@@ -285,8 +290,8 @@ struct QualityBench: AsyncParsableCommand {
     enum Score { case success(Double), failure(String) }
 
     /// Scores every pair in one Python process; keyed by the recording's path.
-    static func score(_ pairs: [(String, String)], scorer: String) -> [String: Score] {
-        let result = ChildProcess.run(["python3", scorer] + pairs.flatMap { [$0.0, $0.1] })
+    static func score(_ pairs: [(String, String)], scorer: String, python: String) -> [String: Score] {
+        let result = ChildProcess.run([python, scorer] + pairs.flatMap { [$0.0, $0.1] })
         var scores: [String: Score] = [:]
         for line in result.output.split(separator: "\n") {
             guard let data = line.data(using: .utf8),
@@ -391,8 +396,11 @@ struct CodecQualityBench: ParsableCommand {
     @Option(help: "Loss cases, percent.")
     var loss: [Double] = [0, 5, 10, 20]
 
+    @Option(help: "Python with the pesq and numpy modules.")
+    var python: String = "python3"
+
     func run() throws {
-        try QualityBench.checkTools()
+        try QualityBench.checkTools(python: python)
         try FileManager.default.createDirectory(atPath: workDirectory, withIntermediateDirectories: true)
         let reference = "\(workDirectory)/clip0.wav"
         try QualityBench.synthesize(text: QualityBench.sentences[0], voice: QualityBench.voices[0], into: reference, scratch: workDirectory)
@@ -410,13 +418,18 @@ struct CodecQualityBench: ParsableCommand {
                 }
             }
         }
-        let scores = QualityBench.score(pairs, scorer: QualityBench.scorerPath())
+        let scores = QualityBench.score(pairs, scorer: QualityBench.scorerPath(), python: python)
         for (_, path) in pairs {
             switch scores[path] {
-            case .some(.success(let v)): print(String(format: "%-40@ PESQ-WB %.2f", labels[path]! as NSString, v))
-            case .some(.failure(let m)): print("\(labels[path]!): \(m)")
-            case .none: print("\(labels[path]!): not scored")
+            case .some(.success(let v)): say(String(format: "%-40@ PESQ-WB %.2f", labels[path]! as NSString, v))
+            case .some(.failure(let m)): say("\(labels[path]!): \(m)")
+            case .none: say("\(labels[path]!): not scored")
             }
         }
     }
+}
+
+/// Writes a line to standard output at once (unbuffered, so progress shows in a pipe or a file).
+func say(_ line: String = "") {
+    FileHandle.standardOutput.write(Data((line + "\n").utf8))
 }

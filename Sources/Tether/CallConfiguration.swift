@@ -35,7 +35,7 @@ public struct CallConfiguration: Sendable {
     /// packet waits, and the whole delay when `adaptiveJitterBuffer` is off.
     public var jitterBufferTargetMilliseconds: Int
     /// Whether the jitter buffer follows the arrivals' jitter (the default): the delay becomes
-    /// what the 95th-percentile packet needs, plus a frame while packets are lost so FEC can be
+    /// what the 99th-percentile packet needs, plus a frame while packets are lost so FEC can be
     /// used, changed by one frame at a time at quiet moments.
     public var adaptiveJitterBuffer: Bool = true
     /// Upper bound of the adaptive jitter-buffer delay, in milliseconds.

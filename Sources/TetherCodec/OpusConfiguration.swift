@@ -8,7 +8,11 @@ public struct OpusConfiguration: Sendable, Equatable {
     public var complexity: Int
     /// Whether to embed in-band forward error correction (LBRR) for the previous frame.
     public var inBandFEC: Bool
-    /// Expected packet loss in percent (0 … 100): how much in-band FEC the encoder spends.
+    /// Expected packet loss in percent (0 … 100): how much in-band FEC the encoder spends. In a
+    /// call this is only the start: the loss the peer reports over RTCP sets it from the first
+    /// report on (`LossAdaptation`). The default 0 spends nothing on FEC until loss is seen (the
+    /// first report comes 0.6–1.9 s into a call), which keeps a clean call's full quality
+    /// (`tether-bench quality`: PESQ-WB 3.5 instead of 3.9 on a clean path when starting at 10 %).
     public var expectedLossPercent: Int
     /// Discontinuous transmission: near-silent frames are sent rarely (at least every 400 ms).
     public var discontinuousTransmission: Bool
@@ -20,7 +24,7 @@ public struct OpusConfiguration: Sendable, Equatable {
 
     public init(
         frameDurationMilliseconds: Int = 20, bitrateBitsPerSecond: Int = 32_000, complexity: Int = 9,
-        inBandFEC: Bool = true, expectedLossPercent: Int = 10, discontinuousTransmission: Bool = false
+        inBandFEC: Bool = true, expectedLossPercent: Int = 0, discontinuousTransmission: Bool = false
     ) {
         self.frameDurationMilliseconds = frameDurationMilliseconds
         self.bitrateBitsPerSecond = bitrateBitsPerSecond

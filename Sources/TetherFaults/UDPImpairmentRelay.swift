@@ -292,6 +292,12 @@ final class RelayCore: Sendable {
         }
     }
 
+    /// RTP by RFC 5761's demultiplexing rule (SRTP leaves the header in the clear): version 2 and
+    /// a second byte outside RTCP's 192…223.
+    static func isRTP(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        bytes.count >= 12 && bytes[0] & 0xC0 == 0x80 && !(192...223).contains(bytes[1])
+    }
+
     private func handle(
         direction: RelayDirection, source: UDPRelayEndpoint, bytes: UnsafeRawBufferPointer, truncated: Bool,
         queue: inout DelayQueue
@@ -332,6 +338,7 @@ final class RelayCore: Sendable {
                 return nil
             case .dropByLoss:
                 state.statistics[direction].droppedByLoss += 1
+                if Self.isRTP(bytes) { state.statistics[direction].rtpDroppedByLoss += 1 }
                 return nil
             case .forward(let delay, var duplicateDelay):
                 var delay: UInt64? = delay

@@ -103,7 +103,8 @@ struct OutageTests {
         let call = try RelayedCall()
         try await call.start()
         #expect(await call.when("A", enters: "established", timeoutSeconds: 5) != nil)
-        #expect(call.a.statistics().encoderExpectedLossPercent == 10)  // the configured start
+        #expect(call.a.statistics().encoderExpectedLossPercent == 0)  // the configured start: no loss seen yet
+        #expect(!call.a.statistics().encoderInBandFEC)
         call.relay.updateImpairments { $0.lossPercent = 25 }
         var adapted = false
         for _ in 0..<400 {  // RTCP every ~1 s (randomised): allow 10 s
@@ -126,6 +127,37 @@ struct OutageTests {
         let lostPercent = 100 * Double(b.packetsLost) / Double(b.packetsReceived + b.packetsLost)
         #expect(b.heardLossPercent < lostPercent)
         call.relay.updateImpairments { $0.lossPercent = 0 }
+        await call.end()
+    }
+
+    @Test func statisticsAgreeWithWhatTheRelayDropped() async throws {
+        let call = try RelayedCall()
+        try await call.start()
+        #expect(await call.when("A", enters: "established", timeoutSeconds: 5) != nil)
+        call.relay.updateImpairments { $0.lossPercent = 10 }
+        try await Task.sleep(for: .seconds(4))
+        call.relay.updateImpairments { $0.lossPercent = 0 }
+        // Later packets close every gap; reports (every ~1 s, randomised ±50 %) carry the final counts.
+        try await Task.sleep(for: .seconds(3))
+        let relay = call.relay.statistics()
+        let b = call.b.statistics()
+        let a = call.a.statistics()
+        #expect(relay.aToB.rtpDroppedByLoss >= 10 && relay.bToA.rtpDroppedByLoss >= 10)
+        // Each side's count of lost packets (RFC 3550 A.3) is exactly what the relay dropped.
+        #expect(b.packetsLost == Int(relay.aToB.rtpDroppedByLoss))
+        #expect(a.packetsLost == Int(relay.bToA.rtpDroppedByLoss))
+        // The peer's RTCP reports carry the same counts back.
+        #expect(a.remotePacketsLost == b.packetsLost)
+        #expect(b.remotePacketsLost == a.packetsLost)
+        // Nothing is counted twice: sent = received + lost (the counters are published every
+        // 100 ms, so the two sides' snapshots may be up to about five packets apart).
+        #expect(abs(a.packetsSent - (b.packetsReceived + b.packetsLost)) <= 12)
+        // Every lost frame was rebuilt from FEC or concealed; what is heard lost is what FEC missed.
+        #expect(b.framesRecoveredByFEC > 0 && b.framesRecoveredByFEC <= b.packetsLost)
+        #expect(b.framesRecoveredByFEC + b.framesConcealed >= b.packetsLost)
+        let expected = Double(b.packetsReceived + b.packetsLost)
+        #expect(abs(b.heardLossPercent - 100 * Double(b.packetsLost - b.framesRecoveredByFEC) / expected) < 1e-9)
+        #expect(b.duplicatePackets == 0)
         await call.end()
     }
 

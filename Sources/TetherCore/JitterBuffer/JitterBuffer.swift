@@ -36,7 +36,7 @@
 ///   (counted in ``JitterBufferStatistics/driftDrops``) and the next one is returned instead.
 /// - Adaptive target (``Configuration/adaptiveTarget``): each pull compares how long after the
 ///   fastest recent packet's arrival the frame is pulled (the playout delay) with the delay the
-///   arrivals call for (the 95th-percentile lateness plus a guard, plus one frame while packets
+///   arrivals call for (the 99th-percentile lateness plus a guard, plus one frame while packets
 ///   are lost so FEC can be used, bounded). Too short: at a quiet moment one concealment frame
 ///   is inserted (``PullResult/insertedFrame``), which holds the playout point. A whole frame
 ///   too long on every pull for ``Configuration/driftSustainMilliseconds``: the frame at the
@@ -88,7 +88,7 @@ public final class JitterBuffer {
     private var driftThresholdSamples: Int64
     private let driftMarginSamples: Int64
     private let maximumTargetSamples: Int64
-    private let estimator = ArrivalDelayEstimator()
+    private let estimator: ArrivalDelayEstimator
     private let adaptive: Bool
     private let frameNanoseconds: Int64
     private let guardNanoseconds: Int64
@@ -151,6 +151,7 @@ public final class JitterBuffer {
         driftThresholdSamples = targetDelaySamples + driftMarginSamples
         maximumTargetSamples = max(frame, Int64(max(0, configuration.maximumDelayMilliseconds)) * clock / 1000)
         adaptive = configuration.adaptiveTarget
+        estimator = ArrivalDelayEstimator(percentile: min(1, max(0.5, configuration.delayPercentile)))
         self.frameNanoseconds = Int64(frameNanoseconds)
         guardNanoseconds = Int64(max(0, configuration.adaptiveGuardMilliseconds)) * 1_000_000
         maximumDelayNanoseconds = max(Int64(frameNanoseconds), Int64(max(0, configuration.maximumDelayMilliseconds)) * 1_000_000)

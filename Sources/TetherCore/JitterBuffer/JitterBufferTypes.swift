@@ -25,13 +25,17 @@ extension JitterBuffer {
         public var reanchorThresholdMilliseconds: Int
         /// When true, the delay follows the arrivals instead of `targetDelayMilliseconds`
         /// (which is then only how long the first packet of a stream waits). The buffer keeps
-        /// the playout point just late enough that a packet as late as the 95th percentile of
+        /// the playout point just late enough that a packet as late as `delayPercentile` of
         /// the last 250 (relative to the fastest of them, `ArrivalDelayEstimator`) still arrives
         /// `adaptiveGuardMilliseconds` before its frame is pulled, plus one frame while packets
         /// are being lost (`lossLookahead`), and never more than `maximumDelayMilliseconds`
         /// after the fastest packet. It lengthens the delay by inserting a concealment frame
         /// and shortens it by dropping a frame, both at quiet moments (see ``JitterBuffer/pull(now:atQuietMoment:)``).
         public var adaptiveTarget: Bool = false
+        /// Share of packets the adaptive delay lets arrive in time: 0.99 (the third-latest of
+        /// 250) keeps a late packet, which costs a concealed frame and a shift of the timeline
+        /// twice (once late, once when the delay shrinks back), to about one in a hundred.
+        public var delayPercentile: Double = 0.99
         /// Upper bound of the adaptive delay (added to the fastest packet), in milliseconds.
         public var maximumDelayMilliseconds: Int = 200
         /// Safety margin of the adaptive delay for the pulls' own timing jitter, in milliseconds.
