@@ -119,6 +119,9 @@ public struct CallStatistics: Sendable, Equatable {
     /// Every disruption, the restarts made and how each ended.
     public var recovery: CallRecovery
 
+    /// Samples (48 kHz) played from concealment rather than decoded or rebuilt audio.
+    public var concealedSamples: Int { framesConcealed * packetTimeMilliseconds * 48 }
+
     /// Loss the listener hears, in percent: packets lost and not rebuilt from FEC, over the
     /// packets expected.
     public var heardLossPercent: Double {

@@ -115,12 +115,12 @@ struct AdaptiveJitterBufferTests {
     }
 
     @Test func adjustmentsWaitForQuietMoments() {
-        // Continuous sound: the excess start delay may only go after the patience (2 s).
+        // Continuous sound: the excess start delay may only go after the patience (8 s).
         let loud = Self.buffer()
-        let arrivals = Self.stream(count: 150)
-        _ = Self.run(loud, arrivals, end: Self.t0 + 100 * Self.frameNs, quiet: { _ in false })  // 2.0 s
+        let arrivals = Self.stream(count: 450)
+        _ = Self.run(loud, arrivals, end: Self.t0 + 400 * Self.frameNs, quiet: { _ in false })  // 8.0 s
         #expect(loud.statistics.driftDrops == 0)
-        _ = Self.run(loud, Array(arrivals[101...]), firstPull: Self.t0 + 101 * Self.frameNs + 5_000_000, end: Self.t0 + 150 * Self.frameNs, quiet: { _ in false })
+        _ = Self.run(loud, Array(arrivals[401...]), firstPull: Self.t0 + 401 * Self.frameNs + 5_000_000, end: Self.t0 + 450 * Self.frameNs, quiet: { _ in false })
         #expect(loud.statistics.driftDrops == 1)
 
         // Quiet moments allowed: the drop comes after the 500 ms it must last.
@@ -134,6 +134,24 @@ struct AdaptiveJitterBufferTests {
         let o = Self.run(rising, late, end: Self.t0 + 300 * Self.frameNs, quiet: { _ in false })
         #expect(o.inserted == 0)
         #expect(rising.statistics.insertedFrames == 0)
+    }
+
+    @Test func aLatePacketsExtraDelayIsKeptForAWhile() {
+        let jb = Self.buffer()
+        // Steady, but packet 200 comes 25 ms late: playout holds a frame for it.
+        let arrivals = Self.stream(count: 700) { $0 == 200 ? 25 : 0 }
+        _ = Self.run(jb, arrivals, end: Self.t0 + 199 * Self.frameNs)
+        let before = jb.statistics
+        #expect(before.driftDrops == 2)  // the 40 ms start came down to 5 ms
+        // 4.8 s after the late packet the frame it added is still there…
+        _ = Self.run(jb, Array(arrivals[200...]), firstPull: Self.t0 + 200 * Self.frameNs + 5_000_000, end: Self.t0 + 440 * Self.frameNs)
+        let held = jb.statistics
+        #expect(held.concealedFrames == 1 && held.latePackets == 0)  // held for, then played
+        #expect(held.driftDrops == before.driftDrops)
+        #expect(held.playoutDelayMilliseconds >= before.playoutDelayMilliseconds + 19)
+        // …and goes once 5 s have passed without another.
+        _ = Self.run(jb, Array(arrivals[441...]), firstPull: Self.t0 + 441 * Self.frameNs + 5_000_000, end: Self.t0 + 600 * Self.frameNs)
+        #expect(jb.statistics.driftDrops == before.driftDrops + 1)
     }
 
     @Test func lossKeepsAFrameMoreSoTheSuccessorsFECIsUsed() {

@@ -123,6 +123,9 @@ public final class JitterBuffer {
     private var hasCandidate = false
     /// When a packet was last found missing (0: never in this stream).
     private var lastLossNanoseconds: UInt64 = 0
+    /// When a packet last came too late for its frame (held playout or rejected; 0: never).
+    private var lastLateNanoseconds: UInt64 = 0
+    private let shrinkHoldoffNanoseconds: UInt64
     /// Sum of the played packets' waits (arrival to pull), in nanoseconds.
     private var totalWaitNanoseconds: UInt64 = 0
     private var counters = JitterBufferStatistics()
@@ -156,6 +159,7 @@ public final class JitterBuffer {
         guardNanoseconds = Int64(max(0, configuration.adaptiveGuardMilliseconds)) * 1_000_000
         maximumDelayNanoseconds = max(Int64(frameNanoseconds), Int64(max(0, configuration.maximumDelayMilliseconds)) * 1_000_000)
         lossMemoryNanoseconds = configuration.lossLookahead ? UInt64(max(0, configuration.lossMemoryMilliseconds)) * 1_000_000 : 0
+        shrinkHoldoffNanoseconds = UInt64(max(0, configuration.shrinkHoldoffMilliseconds)) * 1_000_000
         quietPatiencePulls = max(1, Int(UInt64(max(0, configuration.quietPatienceMilliseconds)) * 1_000_000 / max(1, frameNanoseconds)))
         let sustainNanoseconds = UInt64(max(0, configuration.driftSustainMilliseconds)) * 1_000_000
         driftSustainPulls = max(1, Int((sustainNanoseconds + frameNanoseconds - 1) / max(1, frameNanoseconds)))
@@ -257,6 +261,7 @@ public final class JitterBuffer {
         }
         if started && timestamp < playoutTimestamp {
             counters.latePackets += 1
+            lastLateNanoseconds = max(arrivalNanoseconds, 1)
             // How late packets come is exactly what the delay estimate must learn.
             estimator.record(arrivalNanoseconds: arrivalNanoseconds, mediaNanoseconds: mediaNanoseconds(timestamp))
             return .late
@@ -383,6 +388,7 @@ public final class JitterBuffer {
         stalledFrames = 0
         excessPulls = 0
         lastLossNanoseconds = 0
+        lastLateNanoseconds = 0
         totalWaitNanoseconds = 0
         estimator.reset()
         driftThresholdSamples = targetDelaySamples + driftMarginSamples
@@ -405,6 +411,7 @@ public final class JitterBuffer {
         stalledFrames = 0
         excessPulls = 0
         lastLossNanoseconds = 0
+        lastLateNanoseconds = 0
         estimator.reset()  // transits of another stream share no time base with this one
         clearSeen()
     }
@@ -447,6 +454,9 @@ public final class JitterBuffer {
         let missingPackets = max(0, sequence - expectedSequence)
         if missingPackets > 0 && credit > 0 {
             lastLossNanoseconds = max(now, 1)
+        }
+        if credit < stalledFrames {
+            lastLateNanoseconds = max(now, 1)  // some held frames were this packet coming late
         }
         // As in `pull`, pause frames come first and lost packets right before the new packet.
         let pauseFrames = max(0, credit - missingPackets)
@@ -511,8 +521,11 @@ public final class JitterBuffer {
             return .keep
         }
         excessPulls += 1
-        // Only a buffered frame with another behind it can go (a missing one is not "quiet").
+        // Only a buffered frame with another behind it can go (a missing one is not "quiet"),
+        // and not soon after a packet came late: the delay it made is kept a while rather than
+        // shifting the timeline back and forth.
         guard scan.atPlayout >= 0, scan.count >= 2 else { return .keep }
+        if lastLateNanoseconds != 0 && now &- lastLateNanoseconds < shrinkHoldoffNanoseconds { return .keep }
         if excessPulls >= driftSustainPulls && (quiet || excessPulls >= quietPatiencePulls) {
             excessPulls = 0
             return .drop

@@ -48,7 +48,11 @@ extension JitterBuffer {
         public var lossMemoryMilliseconds: Int = 10_000
         /// Adaptive only: a delay that could be shortened waits this long for a quiet moment
         /// before a frame is dropped anyway (continuous sound has none), in milliseconds.
-        public var quietPatienceMilliseconds: Int = 2_000
+        public var quietPatienceMilliseconds: Int = 8_000
+        /// Adaptive only: after a packet came too late, the delay is not shortened for this
+        /// long, in milliseconds (one late packet grows the delay by a frame; dropping that
+        /// frame again at once would shift the timeline twice for a single hiccup).
+        public var shrinkHoldoffMilliseconds: Int = 5_000
 
         /// Creates a configuration; every parameter has a default suited to 20 ms Opus frames.
         public init(
