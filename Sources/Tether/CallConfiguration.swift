@@ -44,6 +44,10 @@ public struct CallConfiguration: Sendable {
     /// noise, the default) or played as silence (only for comparisons such as the quality bench).
     /// Whether FEC is sent and used at all is `opus.inBandFEC`.
     public var concealsLoss: Bool = true
+    /// Whether, under heavy loss reported by the peer (15 % or more, until under 8 %), every
+    /// packet is also sent a second time 20 ms later (see `LossAdaptation`): about twice the
+    /// bandwidth (80 kb/s at the default 32), most of the loss gone.
+    public var redundancyUnderHeavyLoss: Bool = true
     /// Time from negotiation to the first decoded media before the call fails, in seconds.
     public var connectTimeoutSeconds: Double
     /// Mean interval between RTCP reports, in seconds (randomised ±50 % per RFC 3550).

@@ -402,7 +402,8 @@ public actor CallSession {
             framesDecoded: c.framesDecoded, framesConcealed: c.framesConcealed, framesRecoveredByFEC: c.framesRecoveredByFEC,
             latePackets: c.latePackets, captureOverruns: source.overruns, playbackUnderruns: sink.underruns,
             encoderExpectedLossPercent: c.encoderExpectedLossPercent, encoderInBandFEC: c.encoderInBandFEC,
-            encoderAdaptations: c.encoderAdaptations,
+            encoderAdaptations: c.encoderAdaptations, sendsRedundantCopies: c.encoderRedundancy,
+            redundantCopiesSent: c.redundantCopiesSent,
             sendBitrateBitsPerSecond: c.sendBitrateBitsPerSecond, receiveBitrateBitsPerSecond: c.receiveBitrateBitsPerSecond,
             mediaThreadScheduling: context.media?.scheduling.rawValue ?? ThreadScheduling.notStarted.rawValue,
             captureDevice: context.source?.name ?? "", captureThreadScheduling: source.scheduling.rawValue,
@@ -554,7 +555,8 @@ public actor CallSession {
                 maximumBitrateBitsPerSecond: result.remoteOpusParameters.maxAverageBitrateBitsPerSecond.map { Int($0) }
                     ?? 510_000,
                 peerAcceptsFEC: opus.inBandFEC && result.remoteOpusParameters.useInbandFEC != false,
-                initialExpectedLossPercent: opus.inBandFEC ? opus.expectedLossPercent : 0)
+                initialExpectedLossPercent: opus.inBandFEC ? opus.expectedLossPercent : 0,
+                allowsRedundancy: configuration.redundancyUnderHeavyLoss)
             opus.inBandFEC = adaptation.settings.inBandFEC
             opus.expectedLossPercent = adaptation.settings.expectedLossPercent
             let encoder = try OpusEncoder(configuration: opus)

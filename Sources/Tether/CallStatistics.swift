@@ -93,6 +93,10 @@ public struct CallStatistics: Sendable, Equatable {
     public var encoderInBandFEC: Bool
     /// Times the encoder was reconfigured for the reported loss.
     public var encoderAdaptations: Int
+    /// Whether every packet is currently sent twice (heavy loss reported by the peer).
+    public var sendsRedundantCopies: Bool
+    /// Packets sent a second time under heavy loss (not in `packetsSent`).
+    public var redundantCopiesSent: Int
     /// RTP payload bits per second sent and received over the last whole second.
     public var sendBitrateBitsPerSecond: Int
     public var receiveBitrateBitsPerSecond: Int
@@ -196,6 +200,8 @@ struct MediaCounters: BitwiseCopyable {
     var encoderInBandFEC = false
     var encoderBitrateBitsPerSecond = 0
     var encoderAdaptations = 0
+    var encoderRedundancy = false
+    var redundantCopiesSent = 0
     var sendBitrateBitsPerSecond = 0
     var receiveBitrateBitsPerSecond = 0
 }

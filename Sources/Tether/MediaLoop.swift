@@ -73,6 +73,11 @@ final class MediaLoop: @unchecked Sendable {
     private let pcm: UnsafeMutableBufferPointer<Int16>
     private let silence: UnsafeMutableBufferPointer<Int16>
     private let packet: UnsafeMutableRawBufferPointer
+    /// The last protected RTP packet, sent again with the next one under heavy loss.
+    private let redundantCopy: UnsafeMutableRawBufferPointer
+    private var redundantCopyLength = 0
+    /// Whether packets are sent twice (set by the loss adaptation).
+    private var sendsRedundantCopies = false
     private let rtcpBuffer: UnsafeMutableRawBufferPointer
     private let rtcpWriter: RTCPCompoundWriter
     private let reportBlock: UnsafeMutableBufferPointer<RTCPReportBlock>
@@ -118,6 +123,9 @@ final class MediaLoop: @unchecked Sendable {
         silence = .allocate(capacity: frameSamples)
         silence.initialize(repeating: 0)
         packet = .allocate(byteCount: 1500 + SRTPContext.maximumRTPTrailerBytes, alignment: 16)
+        redundantCopy = .allocate(byteCount: 1500 + SRTPContext.maximumRTPTrailerBytes, alignment: 16)
+        sendsRedundantCopies = setup.lossAdaptation.settings.redundancy
+        stats.encoderRedundancy = sendsRedundantCopies
         rtcpBuffer = .allocate(byteCount: 1500, alignment: 16)
         reportBlock = .allocate(capacity: 1)
         reportBlock.initialize(repeating: RTCPReportBlock(ssrc: 0, fractionLost: 0, cumulativeLost: 0, extendedHighestSequence: 0, interarrivalJitter: 0, lastSenderReport: 0, delaySinceLastSenderReport: 0))
@@ -139,6 +147,7 @@ final class MediaLoop: @unchecked Sendable {
         pcm.deallocate()
         silence.deallocate()
         packet.deallocate()
+        redundantCopy.deallocate()
         rtcpBuffer.deallocate()
         reportBlock.deallocate()
     }
@@ -177,8 +186,11 @@ final class MediaLoop: @unchecked Sendable {
     /// The instant the loop must wake by even without a signal.
     private func nextDeadline(now: UInt64) -> UInt64 {
         if nextRTCP == 0 {
-            // First RTCP soon (half an interval, RFC 3550 §6.2) so round-trip time shows early.
-            nextRTCP = now + nanoseconds(seconds: setup.rtcpIntervalSeconds * 0.5 * randomUnit(1))
+            // The first report early (0.25–0.75 s, randomised; RFC 3550 §6.2 allows half an
+            // interval, and a two-party call gains more from it): the peer's encoder learns of
+            // loss, and turns its FEC on, within a second of the call starting, and the
+            // round-trip time shows early. Later reports keep the configured interval.
+            nextRTCP = now + nanoseconds(seconds: min(0.5, setup.rtcpIntervalSeconds * 0.5) * randomUnit(1))
             nextPublish = now
         }
         var deadline = min(nextRTCP, nextPublish, now + frameNanoseconds)
@@ -239,6 +251,14 @@ final class MediaLoop: @unchecked Sendable {
         // A datagram too short for an RTP header is not worth libsrtp's time.
         guard buffer.count >= RTPHeader.fixedHeaderLength else {
             stats.malformedPackets += 1
+            return
+        }
+        // A packet already received (the peer's redundant copy, or a network duplicate) is
+        // dropped before SRTP, whose replay check would refuse it anyway (the header is clear).
+        let clearSequence = UInt16(buffer[2]) << 8 | UInt16(buffer[3])
+        let clearSSRC = UInt32(buffer[8]) << 24 | UInt32(buffer[9]) << 16 | UInt32(buffer[10]) << 8 | UInt32(buffer[11])
+        if clearSSRC == remoteSSRC && reception.hasReceived(sequenceNumber: clearSequence) {
+            stats.duplicatePackets += 1
             return
         }
         let length: Int
@@ -325,6 +345,9 @@ final class MediaLoop: @unchecked Sendable {
             return
         }
         stats.encoderExpectedLossPercent = settings.expectedLossPercent
+        sendsRedundantCopies = settings.redundancy
+        stats.encoderRedundancy = settings.redundancy
+        if !settings.redundancy { redundantCopyLength = 0 }
         stats.encoderInBandFEC = settings.inBandFEC
         stats.encoderBitrateBitsPerSecond = settings.bitrateBitsPerSecond
         stats.encoderAdaptations += 1
@@ -412,12 +435,22 @@ final class MediaLoop: @unchecked Sendable {
             localSendFailures += 1
             return
         }
+        if sendsRedundantCopies && redundantCopyLength > 0 {
+            // The previous packet again, 20 ms after it (a short loss burst rarely takes both).
+            if setup.transport.send(UnsafeRawBufferPointer(rebasing: redundantCopy[0..<redundantCopyLength])) {
+                stats.redundantCopiesSent += 1
+            }
+        }
         if setup.transport.send(UnsafeRawBufferPointer(rebasing: packet[0..<length])) {
             stats.packetsSent += 1
             stats.bytesSent += payloadBytes
             sentAnything = true
         } else {
             localSendFailures += 1
+        }
+        if sendsRedundantCopies {
+            redundantCopy.baseAddress!.copyMemory(from: packet.baseAddress!, byteCount: length)
+            redundantCopyLength = length
         }
         lastSentRTPTimestamp = rtpTimestamp
         lastSentAtNanoseconds = now

@@ -30,6 +30,12 @@ struct ReceivedSequenceWindow: Sendable, Equatable, Hashable {
         low |= 1
     }
 
+    /// Whether the packet `packetsBehind` (≥ 0) below the highest was received (false outside the window).
+    func contains(packetsBehind: Int) -> Bool {
+        guard packetsBehind >= 0, packetsBehind < ReceivedSequenceWindow.size else { return false }
+        return packetsBehind < 64 ? low & (1 << UInt64(packetsBehind)) != 0 : high & (1 << UInt64(packetsBehind - 64)) != 0
+    }
+
     /// Marks the packet `packetsBehind` (≥ 0) below the highest as received.
     /// - Returns: false if it had already been marked (a duplicate). Packets outside the
     ///   window are reported as new.

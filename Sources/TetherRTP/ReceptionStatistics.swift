@@ -69,6 +69,15 @@ public struct ReceptionStatistics: Sendable, Equatable, Hashable {
         self.minimumSequentialPackets = minimumSequentialPackets
     }
 
+    /// Whether `sequenceNumber` was already received, within the last 128 packets (a copy or a
+    /// network duplicate: the caller can drop it before spending SRTP on it).
+    public func hasReceived(sequenceNumber: UInt16) -> Bool {
+        guard isValid, probation == 0 else { return false }
+        let behind = maxSequence &- sequenceNumber
+        guard behind < UInt16(ReceivedSequenceWindow.size) else { return false }
+        return window.contains(packetsBehind: Int(behind))
+    }
+
     /// Extended highest sequence number received (cycles in the high 16 bits), as sent
     /// in reception reports. 0 until valid.
     public var extendedHighestSequence: UInt32 {

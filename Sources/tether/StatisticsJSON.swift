@@ -34,6 +34,8 @@ enum StatisticsJSON {
         o["fecEnabled"] = s.encoderInBandFEC
         o["fecExpectedLossPercent"] = s.encoderExpectedLossPercent
         o["encoderAdaptations"] = s.encoderAdaptations
+        o["sendsRedundantCopies"] = s.sendsRedundantCopies
+        o["redundantCopiesSent"] = s.redundantCopiesSent
         o["sendBitrate"] = s.sendBitrateBitsPerSecond
         o["receiveBitrate"] = s.receiveBitrateBitsPerSecond
         return o

@@ -53,4 +53,38 @@ struct LossAdaptationTests {
         let s = try #require(sChange)
         #expect(s == .init(expectedLossPercent: 10, inBandFEC: false, bitrateBitsPerSecond: 24_000))  // capped by the maximum
     }
+
+    @Test func heavyLossSendsPacketsTwiceAndReadsTheReportsAsBothCopiesLost() throws {
+        var a = LossAdaptation(
+            baseBitrateBitsPerSecond: 32_000, maximumBitrateBitsPerSecond: 64_000, peerAcceptsFEC: true, allowsRedundancy: true)
+        // 10 %: FEC and more bitrate, no copies yet.
+        let moderateChange = a.reportReceived(fractionLost: 0.10, now: at(1))
+        let moderate = try #require(moderateChange)
+        #expect(!moderate.redundancy && moderate.bitrateBitsPerSecond == 48_000)
+        // 20 %: copies, and the bitrate is the base + 25 % (twice that on the wire).
+        let heavyChange = a.reportReceived(fractionLost: 0.20, now: at(2))
+        let heavy = try #require(heavyChange)
+        #expect(heavy == .init(expectedLossPercent: 20, inBandFEC: true, bitrateBitsPerSecond: 40_000, redundancy: true))
+        // The peer now loses a packet only when both copies were lost: 4 % reported is the
+        // same 20 % path, and nothing changes.
+        #expect(a.reportReceived(fractionLost: 0.04, now: at(3)) == nil)
+        #expect(a.settings.redundancy && a.lossEstimate > 0.19)
+        // The path gets better: 0.25 % reported (5 % path) — the estimate decays (8 s half-life)
+        // and the copies stop once it is under 8 %.
+        var t = 4.0
+        while a.settings.redundancy && t < 60 {
+            _ = a.reportReceived(fractionLost: 0.0025, now: at(t))
+            t += 2.5
+        }
+        #expect(!a.settings.redundancy)
+        #expect(t > 10 && t < 25)  // 20 % → 8 %: 1.3 half-lives ≈ 10.6 s
+        #expect(a.settings.expectedLossPercent < 8 && a.settings.inBandFEC)
+    }
+
+    @Test func copiesAreNotSentWhenNotAllowed() throws {
+        var a = LossAdaptation(baseBitrateBitsPerSecond: 32_000, maximumBitrateBitsPerSecond: 64_000, peerAcceptsFEC: true)
+        let change = a.reportReceived(fractionLost: 0.3, now: at(1))
+        let s = try #require(change)
+        #expect(!s.redundancy && s.bitrateBitsPerSecond == 64_000)
+    }
 }

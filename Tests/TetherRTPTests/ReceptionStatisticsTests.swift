@@ -37,6 +37,20 @@ struct ReceptionStatisticsTests {
         #expect(stats.packetsReceived == 100)
     }
 
+    @Test func hasReceivedKnowsTheLast128PacketsAcrossWrap() {
+        var stats = ReceptionStatistics()
+        #expect(!stats.hasReceived(sequenceNumber: 0))
+        // 65 500 … 65 535, 0 … 99 except 50 (lost), then 50 arrives late.
+        feed(&stats, Array(65_500..<65_536) + Array(65_536..<65_586) + Array(65_587..<65_636))
+        #expect(stats.hasReceived(sequenceNumber: 99))
+        #expect(stats.hasReceived(sequenceNumber: 65_535))
+        #expect(!stats.hasReceived(sequenceNumber: 50))  // lost: a copy of it is welcome
+        #expect(!stats.hasReceived(sequenceNumber: 100))  // ahead
+        #expect(!stats.hasReceived(sequenceNumber: 65_500))  // 136 behind: outside the window
+        feed(&stats, [65_586])
+        #expect(stats.hasReceived(sequenceNumber: 50))
+    }
+
     @Test func fractionAndCumulativeLostMatchHandComputedIntervals() {
         var stats = ReceptionStatistics()
         // Interval 1: 0...9 without 3 and 7 → expected 10, received 8, lost 2.

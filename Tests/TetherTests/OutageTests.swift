@@ -22,16 +22,18 @@ final class RelayedCall: Sendable {
 
     private let log = Log()
 
-    init(policy: ReconnectionPolicy = ReconnectionPolicy()) throws {
+    init(policy: ReconnectionPolicy = ReconnectionPolicy(), configure: (inout CallConfiguration) -> Void = { _ in }) throws {
         relay = try UDPImpairmentRelay()
-        a = try CallSession(
-            configuration: CallConfiguration(
-                audioSource: TestSignalSource(frequencyHertz: 440), localAddresses: ["127.0.0.1"], rtcpIntervalSeconds: 1,
-                statisticsIntervalSeconds: 0, reconnection: policy))
-        b = try CallSession(
-            configuration: CallConfiguration(
-                audioSource: TestSignalSource(frequencyHertz: 660), localAddresses: ["127.0.0.1"], rtcpIntervalSeconds: 1,
-                statisticsIntervalSeconds: 0, reconnection: policy))
+        var ca = CallConfiguration(
+            audioSource: TestSignalSource(frequencyHertz: 440), localAddresses: ["127.0.0.1"], rtcpIntervalSeconds: 1,
+            statisticsIntervalSeconds: 0, reconnection: policy)
+        var cb = CallConfiguration(
+            audioSource: TestSignalSource(frequencyHertz: 660), localAddresses: ["127.0.0.1"], rtcpIntervalSeconds: 1,
+            statisticsIntervalSeconds: 0, reconnection: policy)
+        configure(&ca)
+        configure(&cb)
+        a = try CallSession(configuration: ca)
+        b = try CallSession(configuration: cb)
         let log = self.log
         signaling = InProcessSignaling(a: a, b: b, relay: relay) { side, event in
             if case .stateChanged(_, let to, _) = event {
@@ -100,7 +102,7 @@ struct OutageTests {
     /// encoder's expected loss (keeping in-band FEC on), and the receiver rebuilds lost frames
     /// from the next packet's FEC.
     @Test func reportedLossRaisesTheSendersProtectionAndFECRebuildsFrames() async throws {
-        let call = try RelayedCall()
+        let call = try RelayedCall { $0.redundancyUnderHeavyLoss = false }
         try await call.start()
         #expect(await call.when("A", enters: "established", timeoutSeconds: 5) != nil)
         #expect(call.a.statistics().encoderExpectedLossPercent == 0)  // the configured start: no loss seen yet
@@ -130,8 +132,43 @@ struct OutageTests {
         await call.end()
     }
 
-    @Test func statisticsAgreeWithWhatTheRelayDropped() async throws {
+    /// Under heavy loss every packet also goes a second time, 20 ms later: the receiver loses
+    /// only what both copies lost, and drops the second copy as a duplicate before SRTP.
+    @Test func heavyLossSendsEveryPacketTwice() async throws {
         let call = try RelayedCall()
+        try await call.start()
+        #expect(await call.when("A", enters: "established", timeoutSeconds: 5) != nil)
+        call.relay.updateImpairments { $0.lossPercent = 25 }
+        var copying = false
+        for _ in 0..<400 {  // allow 10 s for the reports
+            if call.a.statistics().sendsRedundantCopies {
+                copying = true
+                break
+            }
+            try await Task.sleep(for: .milliseconds(25))
+        }
+        #expect(copying)
+        let before = (b: call.b.statistics(), relay: call.relay.statistics().aToB)
+        try await Task.sleep(for: .seconds(4))
+        let b = call.b.statistics()
+        let relay = call.relay.statistics().aToB
+        let a = call.a.statistics()
+        #expect(a.sendsRedundantCopies && a.redundantCopiesSent >= 150)
+        #expect(a.targetBitrateBitsPerSecond == 40_000)  // the base + 25 %, twice on the wire
+        let dropped = Int(relay.rtpDroppedByLoss - before.relay.rtpDroppedByLoss)
+        let lost = b.packetsLost - before.b.packetsLost
+        // 25 % of the datagrams dropped; a packet is lost only when both copies were (~6 %).
+        #expect(dropped >= 80)
+        #expect(lost * 2 < dropped, "B lost \(lost) packets of the \(dropped) datagrams the relay dropped")
+        #expect(b.duplicatePackets - before.b.duplicatePackets >= 100)
+        #expect(b.srtpReplayFailures == 0)  // copies never reach SRTP's replay check
+        call.relay.updateImpairments { $0.lossPercent = 0 }
+        await call.end()
+    }
+
+    @Test func statisticsAgreeWithWhatTheRelayDropped() async throws {
+        // Copies under heavy loss would make "lost" differ from "dropped" by design; off here.
+        let call = try RelayedCall { $0.redundancyUnderHeavyLoss = false }
         try await call.start()
         #expect(await call.when("A", enters: "established", timeoutSeconds: 5) != nil)
         call.relay.updateImpairments { $0.lossPercent = 10 }
