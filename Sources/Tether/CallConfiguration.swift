@@ -50,7 +50,9 @@ public struct CallConfiguration: Sendable {
     public var redundancyUnderHeavyLoss: Bool = true
     /// Time from negotiation to the first decoded media before the call fails, in seconds.
     public var connectTimeoutSeconds: Double
-    /// Mean interval between RTCP reports, in seconds (randomised ±50 % per RFC 3550).
+    /// Mean interval between RTCP reports, in seconds (randomised ±50 % per RFC 3550). The
+    /// default 1 s (about 100 bytes a second each way, a two-party call) lets the sender's loss
+    /// adaptation react within a second or two, and keeps the round-trip time fresh.
     public var rtcpIntervalSeconds: Double
     /// Interval between `.statistics` events, in seconds; 0 disables them.
     public var statisticsIntervalSeconds: Double
@@ -69,7 +71,7 @@ public struct CallConfiguration: Sendable {
         audioSource: any AudioSource = TestSignalSource(), audioSink: any AudioSink = DiscardSink(),
         opus: OpusSettings = OpusSettings(), localAddresses: [String] = [], stunServer: IceServer? = nil,
         turnServer: IceServer? = nil, srtpSuites: [SRTPSuite] = [.aesCM128HMACSHA1_80, .aeadAES128GCM],
-        jitterBufferTargetMilliseconds: Int = 40, connectTimeoutSeconds: Double = 15, rtcpIntervalSeconds: Double = 2.5,
+        jitterBufferTargetMilliseconds: Int = 40, connectTimeoutSeconds: Double = 15, rtcpIntervalSeconds: Double = 1,
         statisticsIntervalSeconds: Double = 1, cname: String? = nil, reconnection: ReconnectionPolicy = ReconnectionPolicy(),
         followsNetworkChanges: Bool = true
     ) {

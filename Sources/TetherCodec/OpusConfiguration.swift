@@ -11,7 +11,7 @@ public struct OpusConfiguration: Sendable, Equatable {
     /// Expected packet loss in percent (0 … 100): how much in-band FEC the encoder spends. In a
     /// call this is only the start: the loss the peer reports over RTCP sets it from the first
     /// report on (`LossAdaptation`). The default 0 spends nothing on FEC until loss is seen (the
-    /// first report comes 0.25–0.75 s into a call), which keeps a clean call's full quality
+    /// first RTCP report comes 0.25–0.75 s into a call), which keeps a clean call's full quality
     /// (`tether-bench quality`: PESQ-WB 3.5 instead of 3.9 on a clean path when starting at 10 %).
     public var expectedLossPercent: Int
     /// Discontinuous transmission: near-silent frames are sent rarely (at least every 400 ms).
