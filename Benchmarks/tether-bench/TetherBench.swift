@@ -14,7 +14,8 @@ struct TetherBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "tether-bench",
         abstract: "Tether's performance: hot-path CPU and allocations against the C floor, mouth-to-ear latency through devices, speech quality under loss.",
-        subcommands: [HotPathBench.self, LatencyBench.self, QualityBench.self, CodecQualityBench.self], defaultSubcommand: HotPathBench.self)
+        subcommands: [RunBench.self, HotPathBench.self, LatencyBench.self, QualityBench.self, CodecQualityBench.self],
+        defaultSubcommand: RunBench.self)
 }
 
 /// Per-frame CPU of the send and receive paths against direct libopus + libsrtp calls, and heap
@@ -36,26 +37,44 @@ struct HotPathBench: ParsableCommand {
     @Option(help: "Write every figure as JSON to this file.")
     var json: String?
 
+    struct Figures {
+        var sendTether, sendFloor, receiveTether, receiveFloor, allocationsTether, allocationsLibsrtp: Double
+
+        var dictionary: [String: Double] {
+            [
+                "send.tether.microsecondsPerFrame": sendTether, "send.floor.microsecondsPerFrame": sendFloor,
+                "send.ratio": sendTether / sendFloor, "receive.tether.microsecondsPerFrame": receiveTether,
+                "receive.floor.microsecondsPerFrame": receiveFloor, "receive.ratio": receiveTether / receiveFloor,
+                "allocations.tether.perFrame": allocationsTether, "allocations.libsrtp.perFrame": allocationsLibsrtp,
+            ]
+        }
+    }
+
+    /// Tether's paths and the floor, interleaved repetitions, medians.
+    static func measure(frames: Int, complexity: Int, repetitions: Int) throws -> Figures {
+        let pcm = TetherBench.speechLikeSignal(frames: frames)
+        let packets = try HotPath.makePackets(pcm: pcm, frames: frames, complexity: complexity)
+        var send: [Double] = [], sendC: [Double] = [], receive: [Double] = [], receiveC: [Double] = []
+        for _ in 0..<repetitions {
+            // Interleaved, so a noisy moment hits both sides of a ratio alike.
+            send.append(try HotPath.tetherSend(pcm: pcm, frames: frames, complexity: complexity))
+            sendC.append(try HotPath.floorSend(pcm: pcm, frames: frames, complexity: complexity))
+            receive.append(try HotPath.tetherReceive(packets: packets))
+            receiveC.append(try HotPath.floorReceive(packets: packets))
+        }
+        func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
+        let allocations = try HotPath.allocationsPerFrame(pcm: pcm, frames: min(frames, 1000), complexity: complexity)
+        return Figures(
+            sendTether: median(send), sendFloor: median(sendC), receiveTether: median(receive), receiveFloor: median(receiveC),
+            allocationsTether: allocations.tether, allocationsLibsrtp: allocations.libsrtp)
+    }
+
     func run() throws {
         print("tether-bench: \(frames) frames × \(repetitions) repetitions, Opus 48 kHz mono 20 ms 32 kb/s complexity \(complexity), AES_CM_128_HMAC_SHA1_80")
-        let pcm = TetherBench.speechLikeSignal(frames: frames)
-        var results: [String: Double] = [:]
-
-        let sendTether = median((0..<repetitions).map { _ in try! HotPath.tetherSend(pcm: pcm, frames: frames, complexity: complexity) })
-        let sendFloor = median((0..<repetitions).map { _ in try! HotPath.floorSend(pcm: pcm, frames: frames, complexity: complexity) })
-        let packets = try HotPath.makePackets(pcm: pcm, frames: frames, complexity: complexity)
-        let receiveTether = median((0..<repetitions).map { _ in try! HotPath.tetherReceive(packets: packets) })
-        let receiveFloor = median((0..<repetitions).map { _ in try! HotPath.floorReceive(packets: packets) })
-        let allocations = try HotPath.allocationsPerFrame(pcm: pcm, frames: min(frames, 1000), complexity: complexity)
-
-        results["send.tether.microsecondsPerFrame"] = sendTether
-        results["send.floor.microsecondsPerFrame"] = sendFloor
-        results["send.ratio"] = sendTether / sendFloor
-        results["receive.tether.microsecondsPerFrame"] = receiveTether
-        results["receive.floor.microsecondsPerFrame"] = receiveFloor
-        results["receive.ratio"] = receiveTether / receiveFloor
-        results["allocations.tether.perFrame"] = allocations.tether
-        results["allocations.libsrtp.perFrame"] = allocations.libsrtp
+        let f = try Self.measure(frames: frames, complexity: complexity, repetitions: repetitions)
+        let results = f.dictionary
+        let (sendTether, sendFloor, receiveTether, receiveFloor) = (f.sendTether, f.sendFloor, f.receiveTether, f.receiveFloor)
+        let allocations = (tether: f.allocationsTether, libsrtp: f.allocationsLibsrtp)
 
         print("")
         print("path      Tether µs/frame   floor µs/frame   ratio (target ≤ 1.10)")

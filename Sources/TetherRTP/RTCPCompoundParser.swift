@@ -34,7 +34,9 @@ public struct RTCPCompoundParser: Sequence {
             let version = byte0 >> 6
             guard version == 2 else { throw .badVersion(version) }
             let packetType = compound[offset + 1]
-            guard RTPPacketClassifier.rtcpPacketTypeRange.contains(packetType) else {
+            // Bounds compared directly: the generic `ClosedRange.contains` allocates in debug builds.
+            let range = RTPPacketClassifier.rtcpPacketTypeRange
+            guard packetType >= range.lowerBound && packetType <= range.upperBound else {
                 throw .unknownPacketType(packetType)
             }
             if packets == 0, !allowReducedSize,

@@ -32,4 +32,21 @@ public struct RTCPReportBlocks: RandomAccessCollection {
         precondition(position >= 0 && position < blockCount, "report block index out of range")
         return RTCPReportBlock(decodingFrom: bytes, at: position * RTCPReportBlock.encodedLength)
     }
+
+    /// A concrete iterator: the default `IndexingIterator` allocated once per loop in debug
+    /// builds (caught by `MediaLoopAllocationTests`).
+    public struct Iterator: IteratorProtocol {
+        private let blocks: RTCPReportBlocks
+        private var position = 0
+
+        init(_ blocks: RTCPReportBlocks) { self.blocks = blocks }
+
+        public mutating func next() -> RTCPReportBlock? {
+            guard position < blocks.blockCount else { return nil }
+            defer { position += 1 }
+            return RTCPReportBlock(decodingFrom: blocks.bytes, at: position * RTCPReportBlock.encodedLength)
+        }
+    }
+
+    public func makeIterator() -> Iterator { Iterator(self) }
 }

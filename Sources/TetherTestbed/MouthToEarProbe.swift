@@ -70,6 +70,15 @@ public struct MouthToEarProbe: Sendable {
     public var alsaMicrophone = "tether_mic"
     public var alsaSpeaker = "tether_spk"
 
+    /// Whether a PulseAudio server with the null sinks `mic` and `spk` answers (as
+    /// scripts/with-test-audio.sh provides).
+    public static func devicesAvailable() -> Bool {
+        let sinks = ChildProcess.run(["pactl", "list", "short", "sinks"])
+        guard sinks.status == 0 else { return false }
+        let names = Set(sinks.output.split(separator: "\n").compactMap { $0.split(separator: "\t").dropFirst().first.map(String.init) })
+        return names.contains("mic") && names.contains("spk")
+    }
+
     public init(backend: Backend, periodMilliseconds: Int, seconds: Double = 10) {
         self.backend = backend
         self.periodMilliseconds = periodMilliseconds

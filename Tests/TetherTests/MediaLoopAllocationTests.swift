@@ -63,7 +63,7 @@ struct MediaLoopAllocationTests {
                 encoder: try OpusEncoder(configuration: OpusConfiguration()), decoder: try OpusDecoder(),
                 outbound: try SRTPContext(direction: .outbound, key: send), inbound: try SRTPContext(direction: .inbound, key: receive),
                 transport: transport, receiveRing: ring, captureRing: capture, playbackRing: playback, wakeup: wakeup,
-                payloadType: 111, cname: "alloc-test", jitterBufferTargetMilliseconds: 40, rtcpIntervalSeconds: 60,
+                payloadType: 111, cname: "alloc-test", jitterBufferTargetMilliseconds: 40, rtcpIntervalSeconds: 0.5,
                 lossAdaptation: LossAdaptation(
                     baseBitrateBitsPerSecond: 32_000, maximumBitrateBitsPerSecond: 64_000, peerAcceptsFEC: true,
                     initialExpectedLossPercent: 10),
@@ -99,6 +99,35 @@ struct MediaLoopAllocationTests {
         return (protectCount / 100, unprotectCount / 100)
     }
 
+    /// The same for one RTCP receiver report (28 bytes).
+    private func srtcpAllocationsPerPacket(_ suite: SRTPCryptoSuite) throws -> (protect: Int, unprotect: Int) {
+        let key = SRTPKeyMaterial.generate(for: suite)
+        let tx = try SRTPContext(direction: .outbound, key: key)
+        let rx = try SRTPContext(direction: .inbound, key: key)
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1600, alignment: 16)
+        defer { buffer.deallocate() }
+        var protectCount = 0
+        var unprotectCount = 0
+        for round in 0..<40 {
+            buffer.initializeMemory(as: UInt8.self, repeating: 0)
+            buffer[0] = 0x81  // RR with one report block
+            buffer[1] = 201
+            buffer[3] = 7
+            buffer[7] = 1
+            CAllocationCounter_begin()
+            let n = try tx.protectRTCP(buffer, length: 32)
+            let p = CAllocationCounter_end()
+            CAllocationCounter_begin()
+            _ = try rx.unprotectRTCP(buffer, length: n)
+            let u = CAllocationCounter_end()
+            if round >= 20 {
+                protectCount += p
+                unprotectCount += u
+            }
+        }
+        return (protectCount / 20, unprotectCount / 20)
+    }
+
     @Test(.enabled(if: CAllocationCounter_isAvailable() == 1, "the sanitizers own malloc; counting runs in the plain build"))
     func sendAndReceivePathsAllocateNothingOfTheirOwn() throws {
         let net = try ConnectedTransports()
@@ -121,6 +150,7 @@ struct MediaLoopAllocationTests {
         let sink = UnsafeMutableBufferPointer<Int16>.allocate(capacity: 960)
         defer { sink.deallocate() }
         var phase = 0.0
+        let start = MonotonicClock.nanoseconds()
 
         /// One 20 ms period: A captures and sends a frame, B receives it, plays out a frame.
         func period(_ i: Int) {
@@ -129,12 +159,14 @@ struct MediaLoopAllocationTests {
                 phase += 2 * Double.pi * 440 / 48_000
             }
             _ = captureA.writeAll(UnsafeBufferPointer(frame))
+            // Both loops run on a clock that advances 20 ms a period, so RTCP reports (every
+            // 0.25–0.75 s) are written and read during the counted periods too.
             let now = MonotonicClock.nanoseconds()
-            loopA.processOnce(now: now)
+            loopA.processOnce(now: start + UInt64(i) * 20_000_000)
             // Wait (without allocating) for the datagram to come round through libnice.
             let deadline = now + 1_000_000_000
             while net.ringB.count == 0, net.wakeB.wait(untilMonotonicNanoseconds: deadline) {}
-            loopB.processOnce(now: MonotonicClock.nanoseconds() + UInt64(i) * 20_000_000)
+            loopB.processOnce(now: start + UInt64(i) * 20_000_000 + 1_000_000)
             _ = playbackB.read(into: sink)
         }
 
@@ -143,6 +175,7 @@ struct MediaLoopAllocationTests {
         loopB.publish()
         let before = loopB.counters.read()
         let sentBefore = loopA.counters.read().packetsSent
+        let rtcpBefore = (a: loopA.counters.read(), b: loopB.counters.read())
         CAllocationCounter_begin()
         for i in 100..<400 { period(i) }
         let total = CAllocationCounter_end()
@@ -157,8 +190,16 @@ struct MediaLoopAllocationTests {
         #expect(decoded >= 290)
 
         let perPacket = try srtpAllocationsPerPacket(.aesCM128HMACSHA1_80)
+        let perReport = try srtcpAllocationsPerPacket(.aesCM128HMACSHA1_80)
+        // RTCP reports in the window (the first goes out 0.25–0.75 s into each loop's clock).
+        let rtcpSent = after.rtcpPacketsSent - rtcpBefore.b.rtcpPacketsSent + loopA.counters.read().rtcpPacketsSent - rtcpBefore.a.rtcpPacketsSent
+        let rtcpReceived = after.rtcpPacketsReceived - rtcpBefore.b.rtcpPacketsReceived
+            + loopA.counters.read().rtcpPacketsReceived - rtcpBefore.a.rtcpPacketsReceived
         let libsrtp = sent * perPacket.protect + received * perPacket.unprotect
-        // Every allocation in 300 send + 300 receive + 300 playout periods is libsrtp's own.
-        #expect(total == libsrtp, "total \(total), libsrtp \(libsrtp) (\(perPacket.protect)+\(perPacket.unprotect) per packet)")
+            + rtcpSent * perReport.protect + rtcpReceived * perReport.unprotect
+        // Every allocation in 300 send + 300 receive + 300 playout periods, and in the RTCP
+        // reports written and read meanwhile, is libsrtp's own.
+        #expect(rtcpSent >= 8 && rtcpReceived >= 8)
+        #expect(total == libsrtp, "total \(total), libsrtp \(libsrtp) (\(perPacket.protect)+\(perPacket.unprotect) per packet, \(perReport.protect)+\(perReport.unprotect) per report; \(rtcpSent) reports sent, \(rtcpReceived) received)")
     }
 }

@@ -1,0 +1,179 @@
+import Glibc
+import Synchronization
+import TetherRealtime
+
+/// Hand-off between two threads: Tether's SPSC ring with its semaphore wake-up (what device
+/// threads and the GLib thread use to reach the media loop) against a mutex-and-condition queue
+/// (what a straightforward implementation would use).
+enum RingBench {
+    struct Result: Sendable {
+        var medianLatencyNanoseconds: Double
+        var p99LatencyNanoseconds: Double
+        var messagesPerSecond: Double
+    }
+
+    /// A queue of stamps between one producer and one blocking consumer.
+    protocol Channel: AnyObject, Sendable {
+        /// Producer: enqueues, returns false when full.
+        func send(_ value: UInt64) -> Bool
+        /// Consumer: blocks until something is there or `stop` was called; reads up to
+        /// `into.count` values, returns how many (0 after stop with nothing left).
+        func receive(into: UnsafeMutableBufferPointer<UInt64>) -> Int
+        func stop()
+    }
+
+    final class RingChannel: Channel, @unchecked Sendable {
+        let ring = SPSCRing<UInt64>(capacity: 4096)
+        let wakeup = Wakeup()
+        let stopped = Atomic<Bool>(false)
+
+        func send(_ value: UInt64) -> Bool {
+            var v = value
+            let ok = withUnsafePointer(to: &v) { ring.write(UnsafeBufferPointer(start: $0, count: 1)) == 1 }
+            if ok { wakeup.signal() }
+            return ok
+        }
+
+        func receive(into buffer: UnsafeMutableBufferPointer<UInt64>) -> Int {
+            while true {
+                let n = ring.read(into: buffer)
+                if n > 0 { return n }
+                if stopped.load(ordering: .acquiring) { return ring.read(into: buffer) }
+                wakeup.wait(untilMonotonicNanoseconds: MonotonicClock.nanoseconds() + 100_000_000)
+            }
+        }
+
+        func stop() {
+            stopped.store(true, ordering: .releasing)
+            wakeup.signal()
+        }
+    }
+
+    final class MutexChannel: Channel, @unchecked Sendable {
+        let capacity = 4096
+        let storage: UnsafeMutablePointer<UInt64>
+        var head = 0
+        var count = 0
+        var stopped = false
+        let mutex: UnsafeMutablePointer<pthread_mutex_t>
+        let condition: UnsafeMutablePointer<pthread_cond_t>
+
+        init() {
+            storage = .allocate(capacity: capacity)
+            mutex = .allocate(capacity: 1)
+            condition = .allocate(capacity: 1)
+            pthread_mutex_init(mutex, nil)
+            pthread_cond_init(condition, nil)
+        }
+
+        deinit {
+            pthread_cond_destroy(condition)
+            pthread_mutex_destroy(mutex)
+            condition.deallocate()
+            mutex.deallocate()
+            storage.deallocate()
+        }
+
+        func send(_ value: UInt64) -> Bool {
+            pthread_mutex_lock(mutex)
+            defer { pthread_mutex_unlock(mutex) }
+            guard count < capacity else { return false }
+            storage[(head + count) % capacity] = value
+            count += 1
+            pthread_cond_signal(condition)
+            return true
+        }
+
+        func receive(into buffer: UnsafeMutableBufferPointer<UInt64>) -> Int {
+            pthread_mutex_lock(mutex)
+            defer { pthread_mutex_unlock(mutex) }
+            while count == 0 && !stopped { pthread_cond_wait(condition, mutex) }
+            let n = min(count, buffer.count)
+            for i in 0..<n { buffer[i] = storage[(head + i) % capacity] }
+            head = (head + n) % capacity
+            count -= n
+            return n
+        }
+
+        func stop() {
+            pthread_mutex_lock(mutex)
+            stopped = true
+            pthread_cond_signal(condition)
+            pthread_mutex_unlock(mutex)
+        }
+    }
+
+    /// Latency: `messages` stamps sent one every `intervalNanoseconds` (the consumer is asleep
+    /// each time, as the media loop is between frames); throughput: `burst` values as fast as
+    /// the producer can send them.
+    static func measure(_ make: () -> any Channel, messages: Int, intervalNanoseconds: UInt64 = 50_000, burst: Int = 2_000_000) -> Result {
+        // Latency.
+        let latencies = UnsafeMutableBufferPointer<UInt64>.allocate(capacity: messages)
+        defer { latencies.deallocate() }
+        do {
+            let channel = make()
+            let received = Atomic<Int>(0)
+            let latencyBox = UnsafeSendable(latencies)
+            let consumer = RealtimeThread(name: "bench-consumer", realtimePriority: 10)
+            try? consumer.start { _ in
+                let buffer = UnsafeMutableBufferPointer<UInt64>.allocate(capacity: 64)
+                defer { buffer.deallocate() }
+                var index = 0
+                while true {
+                    let n = channel.receive(into: buffer)
+                    if n == 0 { break }
+                    let now = MonotonicClock.nanoseconds()
+                    for i in 0..<n where index < latencyBox.value.count {
+                        latencyBox.value[index] = now &- buffer[i]
+                        index += 1
+                    }
+                    received.store(index, ordering: .releasing)
+                }
+            }
+            var next = MonotonicClock.nanoseconds() + 1_000_000
+            for _ in 0..<messages {
+                while MonotonicClock.nanoseconds() < next {}  // spin to the instant: no sleep jitter in the producer
+                _ = channel.send(MonotonicClock.nanoseconds())
+                next += intervalNanoseconds
+            }
+            while received.load(ordering: .acquiring) < messages {}
+            channel.stop()
+            consumer.join()
+        }
+        let sorted = Array(latencies).sorted()
+
+        // Throughput.
+        let channel = make()
+        let total = Atomic<Int>(0)
+        let consumer = RealtimeThread(name: "bench-consumer", realtimePriority: 10)
+        try? consumer.start { _ in
+            let buffer = UnsafeMutableBufferPointer<UInt64>.allocate(capacity: 256)
+            defer { buffer.deallocate() }
+            var count = 0
+            while true {
+                let n = channel.receive(into: buffer)
+                if n == 0 { break }
+                count += n
+            }
+            total.store(count, ordering: .releasing)
+        }
+        let start = MonotonicClock.nanoseconds()
+        var sent = 0
+        while sent < burst {
+            if channel.send(UInt64(sent)) { sent += 1 } else { sched_yield() }
+        }
+        channel.stop()
+        consumer.join()
+        let seconds = Double(MonotonicClock.nanoseconds() - start) / 1e9
+        return Result(
+            medianLatencyNanoseconds: Double(sorted[sorted.count / 2]),
+            p99LatencyNanoseconds: Double(sorted[min(sorted.count - 1, sorted.count * 99 / 100)]),
+            messagesPerSecond: Double(total.load(ordering: .acquiring)) / seconds)
+    }
+
+    /// Carries a pointer into a thread body (the bench owns its lifetime).
+    struct UnsafeSendable<T>: @unchecked Sendable {
+        var value: T
+        init(_ value: T) { self.value = value }
+    }
+}
