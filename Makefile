@@ -2,7 +2,7 @@
 SWIFT ?= swift
 TSAN_SCRATCH ?= .build-tsan
 
-.PHONY: setup build demo test test-unit test-tsan bench latency quality format clean test-devices
+.PHONY: setup build demo test test-unit test-tsan bench bench-quick latency quality format clean test-devices
 
 setup:
 	@./scripts/setup-debian.sh
@@ -28,8 +28,16 @@ test-tsan:
 	$(SWIFT) build --build-tests --scratch-path $(TSAN_SCRATCH) --sanitize=thread
 	scripts/run-tests.sh 15 scripts/with-test-audio.sh $(SWIFT) test --skip-build --scratch-path $(TSAN_SCRATCH) --sanitize=thread --no-parallel --filter 'TetherRealtimeTests|TetherICETests|TetherAudioTests|TetherFaultsTests|TetherNetworkMonitorTests'
 
+# Everything tether-bench measures (about 5 minutes; `make bench-quick`: under 2), with the
+# private PulseAudio daemon so mouth-to-ear latency is measured too. Table on the terminal,
+# JSON in .build/bench/bench.json, Markdown report with an SVG timeline in .build/bench/.
 bench: setup
-	$(SWIFT) run -c release tether-bench
+	$(SWIFT) build -c release --product tether-bench
+	scripts/with-test-audio.sh .build/release/tether-bench run
+
+bench-quick: setup
+	$(SWIFT) build -c release --product tether-bench
+	scripts/with-test-audio.sh .build/release/tether-bench run --quick
 
 # Mouth-to-ear latency through the private daemon's loopback devices.
 latency: setup
