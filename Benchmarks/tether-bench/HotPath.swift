@@ -19,7 +19,7 @@ enum HotPath {
 
     /// Tether: OpusEncoder → RTPHeader → SRTPContext, per frame.
     static func tetherSend(pcm: [Int16], frames: Int, complexity: Int) throws -> Double {
-        let encoder = try OpusEncoder(configuration: OpusConfiguration(complexity: complexity))
+        let encoder = try OpusEncoder(configuration: OpusConfiguration(complexity: complexity, inBandFEC: true, expectedLossPercent: 10))
         let srtp = try SRTPContext(direction: .outbound, key: key)
         let packet = UnsafeMutableRawBufferPointer.allocate(byteCount: 1600, alignment: 16)
         defer { packet.deallocate() }
@@ -66,7 +66,7 @@ enum HotPath {
 
     /// SRTP packets to feed the receive paths.
     static func makePackets(pcm: [Int16], frames: Int, complexity: Int) throws -> [[UInt8]] {
-        let encoder = try OpusEncoder(configuration: OpusConfiguration(complexity: complexity))
+        let encoder = try OpusEncoder(configuration: OpusConfiguration(complexity: complexity, inBandFEC: true, expectedLossPercent: 10))
         let srtp = try SRTPContext(direction: .outbound, key: key)
         var out: [[UInt8]] = []
         var buffer = [UInt8](repeating: 0, count: 1600)
@@ -145,7 +145,7 @@ enum HotPath {
     /// Heap allocations per frame on the send and receive paths: Tether's own, and libsrtp's.
     static func allocationsPerFrame(pcm: [Int16], frames: Int, complexity: Int) throws -> (tether: Double, libsrtp: Double) {
         guard CAllocationCounter_isAvailable() == 1 else { return (.nan, .nan) }
-        let encoder = try OpusEncoder(configuration: OpusConfiguration(complexity: complexity))
+        let encoder = try OpusEncoder(configuration: OpusConfiguration(complexity: complexity, inBandFEC: true, expectedLossPercent: 10))
         let decoder = try OpusDecoder()
         let tx = try SRTPContext(direction: .outbound, key: key)
         let rx = try SRTPContext(direction: .inbound, key: key)
