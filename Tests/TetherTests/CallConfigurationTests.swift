@@ -10,6 +10,11 @@ struct CallConfigurationTests {
         ("no mandatory suite", CallConfiguration(srtpSuites: [.aeadAES128GCM])),
         ("duplicate suite", CallConfiguration(srtpSuites: [.aesCM128HMACSHA1_80, .aesCM128HMACSHA1_80])),
         ("jitter below a frame", CallConfiguration(jitterBufferTargetMilliseconds: 10)),
+        ("jitter maximum below the start delay", {
+            var c = CallConfiguration(jitterBufferTargetMilliseconds: 60)
+            c.jitterBufferMaximumMilliseconds = 40
+            return c
+        }()),
         ("connect timeout", CallConfiguration(connectTimeoutSeconds: 0)),
         ("rtcp interval", CallConfiguration(rtcpIntervalSeconds: 0.1)),
         ("local address", CallConfiguration(localAddresses: ["localhost"])),
