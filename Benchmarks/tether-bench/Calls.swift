@@ -1,3 +1,4 @@
+import ArgumentParser
 import Foundation
 import Glibc
 import Synchronization
@@ -176,5 +177,26 @@ enum CallsBench {
         return Recovery(
             outageSeconds: outageSeconds, detectionSeconds: detection, restorationSeconds: restored, restartsOffered: restarts,
             endedAfterSeconds: ended.map { Double($0.0 - cut) / 1e9 }, endCodes: ended.compactMap { $0.1 }, timeline: timeline)
+    }
+}
+
+/// `tether-bench calls`: one step of the calls-per-core measurement (for profiling).
+struct CallsStepBench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "calls", abstract: "N calls in one process for a while: cores used and late frames (one step of `run`).")
+
+    @Option(help: "Calls (two sessions each).")
+    var calls: Int = 8
+
+    @Option(help: "Seconds to measure.")
+    var seconds: Double = 8
+
+    @Option(help: "Opus complexity (0…10).")
+    var complexity: Int = 9
+
+    func run() async throws {
+        let step = try await CallsBench.load(calls: calls, seconds: seconds, complexity: complexity)
+        say(String(format: "%d calls (%d endpoints): %.2f cores, %.2f %% of a core per endpoint, late frames %.3f %%",
+                   step.calls, step.endpoints, step.coresUsed, 100 * step.coresUsed / Double(step.endpoints), 100 * step.lateFrameRatio))
     }
 }
