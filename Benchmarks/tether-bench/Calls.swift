@@ -136,19 +136,19 @@ enum CallsBench {
         while first("A", "established", since: 0) == nil && MonotonicClock.nanoseconds() < setUp {
             try await Task.sleep(for: .milliseconds(10))
         }
-        // Sample A every 100 ms from here on.
+        // Sample A every 100 ms from here on; the rate is over the last 500 ms (the counters
+        // are published every 100 ms, so a shorter window aliases).
         var timeline: [Sample] = []
-        var lastPackets = a.statistics().packetsReceived
-        var lastSample = MonotonicClock.nanoseconds()
-        let origin = lastSample + 1_000_000_000  // the cut, 1 s from now
+        var history: [(at: UInt64, packets: Int)] = [(MonotonicClock.nanoseconds(), a.statistics().packetsReceived)]
+        let origin = MonotonicClock.nanoseconds() + 1_000_000_000  // the cut, 1 s from now
         func sample() {
             let now = MonotonicClock.nanoseconds()
             let s = a.statistics()
             let state = log.withLock { entries in entries.last { $0.side == "A" }?.state ?? "connecting" }
-            let pps = Double(s.packetsReceived - lastPackets) / (Double(now - lastSample) / 1e9)
+            history.append((now, s.packetsReceived))
+            let base = history.last { now - $0.at >= 500_000_000 } ?? history[0]
+            let pps = now > base.at ? Double(s.packetsReceived - base.packets) / (Double(now - base.at) / 1e9) : 0
             timeline.append(Sample(seconds: (Double(now) - Double(origin)) / 1e9, state: state, packetsPerSecond: pps))
-            lastPackets = s.packetsReceived
-            lastSample = now
         }
         while MonotonicClock.nanoseconds() < origin {
             try await Task.sleep(for: .milliseconds(100))

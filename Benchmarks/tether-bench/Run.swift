@@ -167,13 +167,22 @@ enum TimelinePlot {
         let colours = ["established": "#d8f0d8", "mediaDisrupted": "#f8e0b0", "renewingMedia": "#f8c8c8", "ending": "#dddddd", "ended": "#cccccc", "connecting": "#e0e8f8"]
         var out = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"\(Int(w))\" height=\"\(Int(h))\" font-family=\"sans-serif\" font-size=\"12\">\n"
         out += "<text x=\"\(left)\" y=\"20\" font-size=\"14\">\(title)</text>\n"
+        // Legend (narrow bands carry no label of their own).
+        var legendX = w - right - 360
+        for state in ["established", "mediaDisrupted", "renewingMedia"] {
+            out += String(format: "<rect x=\"%.1f\" y=\"10\" width=\"12\" height=\"12\" fill=\"%@\"/>", legendX, colours[state]!)
+            out += String(format: "<text x=\"%.1f\" y=\"20\">%@</text>\n", legendX + 16, state)
+            legendX += 16 + 7 * Double(state.count) + 14
+        }
         // State bands.
         var bandStart = first
         for (i, s) in samples.enumerated() where i == samples.count - 1 || samples[i + 1].state != s.state {
             let end = i == samples.count - 1 ? s.seconds : samples[i + 1].seconds
             out += String(format: "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%@\"><title>%@</title></rect>\n",
                           x(bandStart.seconds), top, max(0.5, x(end) - x(bandStart.seconds)), h - top - bottom, colours[s.state] ?? "#eeeeee", s.state)
-            out += String(format: "<text x=\"%.1f\" y=\"%.1f\" fill=\"#555\">%@</text>\n", x(bandStart.seconds) + 3, top + 14, s.state)
+            if x(end) - x(bandStart.seconds) >= 7 * Double(s.state.count) {  // room for the label
+                out += String(format: "<text x=\"%.1f\" y=\"%.1f\" fill=\"#555\">%@</text>\n", x(bandStart.seconds) + 3, top + 14, s.state)
+            }
             if i + 1 < samples.count { bandStart = samples[i + 1] }
         }
         // Rate line.
@@ -187,11 +196,11 @@ enum TimelinePlot {
         }
         var t = (first.seconds).rounded(.up)
         while t <= last.seconds {
-            out += String(format: "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%.0f</text>\n", x(t), h - bottom + 16, t)
+            out += String(format: "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%.0f</text>\n", x(t), h - bottom + 16, t == 0 ? 0 : t)
             t += 1
         }
         out += String(format: "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">seconds from the cut</text>\n", (left + w - right) / 2, h - 12)
-        out += String(format: "<text x=\"12\" y=\"%.1f\" transform=\"rotate(-90 12 %.1f)\" text-anchor=\"middle\">packets/s received</text>\n", (top + h - bottom) / 2, (top + h - bottom) / 2)
+        out += String(format: "<text x=\"12\" y=\"%.1f\" transform=\"rotate(-90 12 %.1f)\" text-anchor=\"middle\">packets/s received (last 0.5 s)</text>\n", (top + h - bottom) / 2, (top + h - bottom) / 2)
         out += "</svg>\n"
         return out
     }
