@@ -10,7 +10,7 @@ struct RunBench: AsyncParsableCommand {
         commandName: "run",
         abstract: "Everything in one run: CPU against the C floor, allocations, ring hand-off, calls per core, recovery, mouth-to-ear latency.",
         discussion: """
-            --quick takes under 2 minutes; the full run takes about 4 minutes more (it includes the \
+            --quick takes under a minute (under 2 with the devices); the full run about 2.5 minutes (it includes the \
             50 s give-up and a longer calls-per-core ramp). Figures go to the terminal as a table, \
             to --json and to --report (Markdown, with the disruption timeline as SVG next to it). \
             Mouth-to-ear latency needs the private PulseAudio daemon: `make bench` runs this \
