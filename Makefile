@@ -2,7 +2,7 @@
 SWIFT ?= swift
 TSAN_SCRATCH ?= .build-tsan
 
-.PHONY: setup build demo test test-unit test-tsan bench bench-quick latency quality format clean test-devices
+.PHONY: setup build demo test test-unit test-tsan test-budgets bench bench-quick latency quality format clean test-devices
 
 setup:
 	@./scripts/setup-debian.sh
@@ -18,7 +18,7 @@ demo: setup
 # through its pulse plugin), then the cross-thread code (rings, the libnice thread, device threads)
 # again under the thread sanitizer. scripts/run-tests.sh stops a run that hangs and repeats the
 # failures at the end of the output.
-test: setup test-unit test-tsan
+test: setup test-unit test-tsan test-budgets
 
 test-unit:
 	$(SWIFT) build --build-tests
@@ -31,6 +31,12 @@ test-tsan:
 # Everything tether-bench measures (about 2.5 minutes after the build; `make bench-quick`: under 1), with the
 # private PulseAudio daemon so mouth-to-ear latency is measured too. Table on the terminal,
 # JSON in .build/bench/bench.json, Markdown report with an SVG timeline in .build/bench/.
+# The hot path's allocation budget in a release build (0 of Tether's own per frame; the bench
+# exits non-zero otherwise). MediaLoopAllocationTests checks the same in the debug build.
+test-budgets:
+	$(SWIFT) build -c release --product tether-bench
+	.build/release/tether-bench hotpath --frames 300 --repetitions 1
+
 bench: setup
 	$(SWIFT) build -c release --product tether-bench
 	scripts/with-test-audio.sh .build/release/tether-bench run
