@@ -136,6 +136,13 @@ struct DeviceThreadIO: Sendable {
         }
     }
 
+    /// Records the scheduling of the thread that runs the device (a `schedulingCode`).
+    /// - Note: Called on the device thread; must not allocate.
+    @inline(__always)
+    func recordScheduling(_ code: Int) {
+        counters._withUnsafeGuaranteedRef { $0.scheduling.store(code, ordering: .relaxed) }
+    }
+
     /// Counts a resynchronization of the frame clock.
     /// - Note: Called on the device thread; must not allocate.
     @inline(__always)
@@ -158,8 +165,9 @@ protocol ClockedFrameWork: Sendable {
     func finish(counters: DeviceCounters)
 }
 
-/// Start/stop bookkeeping shared by the clocked virtual devices: one `RealtimeThread` per run,
-/// ticking once per frame duration on absolute deadlines.
+/// Start/stop bookkeeping shared by the clocked virtual devices: a slot on the process's shared
+/// device clock, or one `RealtimeThread` per run, ticking once per frame duration on absolute
+/// deadlines.
 final class ClockedDeviceRunner: Sendable {
     /// A device thread that falls further behind than this many frames restarts its clock from the
     /// current instant (and counts a resynchronization) rather than bursting to catch up.
@@ -172,13 +180,24 @@ final class ClockedDeviceRunner: Sendable {
     private let running = Mutex<Running?>(nil)
 
     private struct Running: Sendable {
-        var thread: RealtimeThread
         var endpoint: AudioEndpoint
-        var work: any ClockedFrameWork
+        var driver: Driver
     }
 
-    init(threadName: String) {
+    /// What ticks the device: its own thread, or a slot on the process's shared clock.
+    private enum Driver: Sendable {
+        case ownThread(RealtimeThread, any ClockedFrameWork)
+        case sharedClock(SharedDeviceClock, slot: Int, task: ClockedTask)
+    }
+
+    /// Whether the device ticks on the process's shared clock (`SharedDeviceClock`) rather than a
+    /// thread of its own. Devices whose frame work may block (file writes) keep their own thread,
+    /// so a slow disk never delays the other devices.
+    private let sharesClock: Bool
+
+    init(threadName: String, sharesClock: Bool = true) {
         self.threadName = threadName
+        self.sharesClock = sharesClock
     }
 
     var statistics: AudioDeviceStatistics { counters.snapshot }
@@ -195,6 +214,15 @@ final class ClockedDeviceRunner: Sendable {
             let work = try prepare(endpoint)
             counters.reset()
             let io = DeviceThreadIO(endpoint: endpoint, counters: counters)
+            if sharesClock {
+                let clock = SharedDeviceClock.clock(periodNanoseconds: format.frameDurationNanoseconds)
+                let task = ClockedWorkTask(work: work, io: io)
+                if let slot = clock.register(task) {
+                    running = Running(endpoint: endpoint, driver: .sharedClock(clock, slot: slot, task: task))
+                    return
+                }
+                // The shared clock is full (or could not start): a thread of its own, as before.
+            }
             let counters = Unmanaged.passUnretained(self.counters)
             let thread = RealtimeThread(name: threadName, realtimePriority: Self.realtimePriority)
             do throws(RealtimeThread.StartError) {
@@ -211,7 +239,7 @@ final class ClockedDeviceRunner: Sendable {
                 work.finish(counters: self.counters)
                 throw .deviceThreadFailed(code: error.code)
             }
-            running = Running(thread: thread, endpoint: endpoint, work: work)
+            running = Running(endpoint: endpoint, driver: .ownThread(thread, work))
         }
     }
 
@@ -219,8 +247,14 @@ final class ClockedDeviceRunner: Sendable {
     func stop() {
         running.withLock { running in
             guard let current = running else { return }
-            current.thread.stop()
-            current.work.finish(counters: counters)
+            switch current.driver {
+            case .ownThread(let thread, let work):
+                thread.stop()
+                work.finish(counters: counters)
+            case .sharedClock(let clock, let slot, let task):
+                clock.unregister(slot: slot)
+                task.finish(counters: counters)
+            }
             running = nil
         }
     }

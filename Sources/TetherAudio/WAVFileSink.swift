@@ -12,7 +12,7 @@ public final class WAVFileSink: AudioSink {
     /// The file written.
     public let path: String
     public let name: String
-    private let runner = ClockedDeviceRunner(threadName: "tether-wavsink")
+    private let runner = ClockedDeviceRunner(threadName: "tether-wavsink", sharesClock: false)
 
     public init(path: String) {
         self.path = path
