@@ -29,7 +29,10 @@ public actor CallSession {
     private let receiveRing = PacketRing(slotCount: 256, maximumPacketBytes: 1500)
     private let captureRing: SPSCRing<Int16>
     private let playbackRing: SPSCRing<Int16>
-    private let wakeup = Wakeup()
+    /// The media worker thread this call's loop runs on (assigned at creation, least loaded).
+    private let worker = MediaWorker.lease()
+    /// What the devices and the transport signal: the worker's wake-up.
+    private var wakeup: Wakeup { worker.worker.wakeup }
     private let cname: String
 
     private var transport: ICETransport?
@@ -564,7 +567,7 @@ public actor CallSession {
             let sink = internalSink
             setup = MediaLoop.Setup(
                 encoder: encoder, decoder: decoder, outbound: outbound, inbound: inbound, transport: transport,
-                receiveRing: receiveRing, captureRing: captureRing, playbackRing: playbackRing, wakeup: wakeup,
+                receiveRing: receiveRing, captureRing: captureRing, playbackRing: playbackRing, worker: worker.worker,
                 payloadType: result.opusPayloadType, cname: cname,
                 jitterBufferTargetMilliseconds: configuration.jitterBufferTargetMilliseconds,
                 adaptiveJitterBuffer: configuration.adaptiveJitterBuffer,

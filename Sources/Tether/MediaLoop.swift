@@ -15,10 +15,11 @@ enum MediaNotification: Sendable {
     case byeReceived
 }
 
-/// The media loop: one dedicated thread that owns Opus, SRTP, RTP/RTCP state and the jitter buffer.
+/// The media loop of one call: it owns Opus, SRTP, RTP/RTCP state and the jitter buffer, and runs
+/// on a `MediaWorker` thread shared with other calls' loops.
 ///
-/// It wakes when the capture device delivers a frame, the playback device consumed one, or a
-/// datagram arrived (all three signal one `Wakeup`), and at RTCP and statistics deadlines.
+/// It is served when the capture device delivers a frame, the playback device consumed one, or a
+/// datagram arrived (all three signal the worker's `Wakeup`), and at RTCP and statistics deadlines.
 /// Per packet it never allocates, locks, logs or touches an object it does not own; the only
 /// allocations are libsrtp's own (Debian's NSS build), reported apart by the bench.
 final class MediaLoop: @unchecked Sendable {
@@ -32,7 +33,9 @@ final class MediaLoop: @unchecked Sendable {
         var receiveRing: PacketRing
         var captureRing: SPSCRing<Int16>
         var playbackRing: SPSCRing<Int16>
-        var wakeup: Wakeup
+        /// The worker thread that runs the loop; its `wakeup` is what the devices and the
+        /// transport signal.
+        var worker: MediaWorker
         var payloadType: UInt8
         var cname: String
         var jitterBufferTargetMilliseconds: Int
@@ -67,7 +70,8 @@ final class MediaLoop: @unchecked Sendable {
     let localSSRC: UInt32
 
     private let setup: Setup
-    private let thread = RealtimeThread(name: "tether-media", realtimePriority: 20)
+    /// The loop's slot on its worker while it runs (control thread only).
+    private var slot: Int?
     private let frameSamples: Int
     private let frameNanoseconds: UInt64
     private let pcm: UnsafeMutableBufferPointer<Int16>
@@ -144,6 +148,7 @@ final class MediaLoop: @unchecked Sendable {
     }
 
     deinit {
+        if let slot { setup.worker.unregister(slot: slot) }
         pcm.deallocate()
         silence.deallocate()
         packet.deallocate()
@@ -152,30 +157,31 @@ final class MediaLoop: @unchecked Sendable {
         reportBlock.deallocate()
     }
 
-    /// The scheduling the media thread got.
-    var scheduling: ThreadScheduling { thread.scheduling }
+    /// The scheduling the media thread (the loop's worker) got.
+    var scheduling: ThreadScheduling { setup.worker.scheduling }
 
-    /// Starts the media thread.
+    /// Starts running the loop on its worker. Control thread; not after `stop`.
     func start() throws(RealtimeThread.StartError) {
-        try thread.start { [unowned self] t in self.run(t) }
+        guard slot == nil else { return }
+        slot = try setup.worker.register(self)
     }
 
-    /// Stops the media thread; with `sendBye` it sends a final RTCP report with BYE first.
+    /// Stops the loop; with `sendBye` it sends a final RTCP report with BYE first. On return the
+    /// worker no longer runs it. Control thread.
     func stop(sendBye: Bool) {
-        // Release: the media thread's acquiring load after it sees the stop observes this value
-        // (the join in `stop()` orders it too; the explicit ordering documents the hand-off).
+        guard let slot else { return }
+        // Release: the worker's acquiring load in its last pass observes this value (the slot's
+        // own hand-off orders it too; the explicit ordering documents it).
         stopWithBye.store(sendBye, ordering: .releasing)
-        thread.stop()
+        setup.worker.unregister(slot: slot)
+        self.slot = nil
     }
 
     // MARK: The loop
 
-    private func run(_ thread: RealtimeThread) {
-        while !thread.isStopRequested {
-            let deadline = nextDeadline(now: MonotonicClock.nanoseconds())
-            setup.wakeup.wait(untilMonotonicNanoseconds: deadline)
-            processOnce(now: MonotonicClock.nanoseconds())
-        }
+    /// The worker's last pass over the loop before it lets go: the BYE if asked, and the final
+    /// counters. Worker thread.
+    func finishOnWorker() {
         if stopWithBye.load(ordering: .acquiring) { sendRTCP(now: MonotonicClock.nanoseconds(), bye: true) }
         publish()
     }
@@ -183,8 +189,8 @@ final class MediaLoop: @unchecked Sendable {
     private var nextRTCP: UInt64 = 0
     private var nextPublish: UInt64 = 0
 
-    /// The instant the loop must wake by even without a signal.
-    private func nextDeadline(now: UInt64) -> UInt64 {
+    /// The instant the loop must run by even without a signal.
+    func nextDeadline(now: UInt64) -> UInt64 {
         if nextRTCP == 0 {
             // The first report early (0.25–0.75 s, randomised; RFC 3550 §6.2 allows half an
             // interval, and a two-party call gains more from it): the peer's encoder learns of
@@ -201,10 +207,23 @@ final class MediaLoop: @unchecked Sendable {
     /// One pass of the loop: received datagrams, captured frames, playout, RTCP and statistics.
     /// - Note: Media thread only (tests call it directly on their own thread with the loop stopped).
     func processOnce(now: UInt64) {
+        receiveAndPlay(now: now)
+        sendAndReport(now: now)
+    }
+
+    /// The first half of a pass: received datagrams into the jitter buffer, and frames decoded
+    /// for the playback device. A worker runs it for all its loops before any encoding, so a long
+    /// run of encodes never leaves a playback device without its next frame.
+    func receiveAndPlay(now: UInt64) {
         if nextRTCP == 0 { _ = nextDeadline(now: now) }
         drainReceived()
-        sendCaptured(now: now)
         fillPlayback(now: now)
+    }
+
+    /// The second half of a pass: captured frames encoded and sent, RTCP and statistics.
+    func sendAndReport(now: UInt64) {
+        if nextRTCP == 0 { _ = nextDeadline(now: now) }
+        sendCaptured(now: now)
         if now >= nextRTCP {
             sendRTCP(now: now, bye: false)
             nextRTCP = now + nanoseconds(seconds: setup.rtcpIntervalSeconds * randomUnit(1))

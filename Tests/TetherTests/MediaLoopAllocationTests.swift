@@ -62,7 +62,7 @@ struct MediaLoopAllocationTests {
             MediaLoop.Setup(
                 encoder: try OpusEncoder(configuration: OpusConfiguration()), decoder: try OpusDecoder(),
                 outbound: try SRTPContext(direction: .outbound, key: send), inbound: try SRTPContext(direction: .inbound, key: receive),
-                transport: transport, receiveRing: ring, captureRing: capture, playbackRing: playback, wakeup: wakeup,
+                transport: transport, receiveRing: ring, captureRing: capture, playbackRing: playback, worker: MediaWorker.lease().worker,
                 payloadType: 111, cname: "alloc-test", jitterBufferTargetMilliseconds: 40, rtcpIntervalSeconds: 0.5,
                 lossAdaptation: LossAdaptation(
                     baseBitrateBitsPerSecond: 32_000, maximumBitrateBitsPerSecond: 64_000, peerAcceptsFEC: true,

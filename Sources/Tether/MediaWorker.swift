@@ -1,0 +1,110 @@
+import Glibc
+import Synchronization
+import TetherRealtime
+
+/// The threads that run media loops: one per core, each serving the loops of many calls.
+///
+/// A thread per call woke for every captured frame, every played frame and every datagram, and
+/// with tens of calls in a process those context switches cost more than the sessions' own work
+/// outside Opus. A worker serves its loops in one pass per wake-up: the devices and transports of
+/// all its calls signal the worker's one `Wakeup`, and signals that come together (the shared
+/// device clock's tick for every call at once, a burst of datagrams) are drained into one pass.
+///
+/// A call is assigned to the worker with the fewest calls when its session is created
+/// (`lease()`), so the workers' loads stay even; workers start on first use and then live for
+/// the process, asleep while they have no loop. Adding and removing loops never makes a worker
+/// lock or allocate (`ServiceSlots`).
+final class MediaWorker: @unchecked Sendable {
+    /// SCHED_FIFO priority of the worker threads (below the device clock, above GLib).
+    static let realtimePriority: Int32 = 20
+    /// Loops one worker can serve.
+    static let capacity = 1024
+
+    /// One worker per online core (at least one, at most 16).
+    static let workers: [MediaWorker] = {
+        let cores = max(1, min(16, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))))
+        return (0..<cores).map { _ in MediaWorker() }
+    }()
+
+    /// A session's claim on a worker; the worker counts it until the lease is released.
+    final class Lease: Sendable {
+        let worker: MediaWorker
+        fileprivate init(_ worker: MediaWorker) { self.worker = worker }
+        deinit { worker.leases.subtract(1, ordering: .relaxed) }
+    }
+
+    /// The worker with the fewest sessions, for a new session.
+    static func lease() -> Lease {
+        let worker = assignment.withLock { _ in
+            let w = workers.min { $0.leases.load(ordering: .relaxed) < $1.leases.load(ordering: .relaxed) }!
+            w.leases.add(1, ordering: .relaxed)
+            return w
+        }
+        return Lease(worker)
+    }
+
+    /// Serialises `lease()` so two sessions created together do not both pick the same worker.
+    private static let assignment = Mutex<Void>(())
+
+    /// Signalled by every producer of every loop this worker serves.
+    let wakeup = Wakeup()
+    /// Sessions assigned here (relaxed: a load-balancing hint).
+    fileprivate let leases = Atomic<Int>(0)
+    private let slots = ServiceSlots<MediaLoop>(capacity: MediaWorker.capacity)
+    private let thread = RealtimeThread(name: "tether-media", realtimePriority: MediaWorker.realtimePriority)
+    private let started = Mutex<Bool>(false)
+
+    private init() {}
+
+    /// The scheduling the worker thread got.
+    var scheduling: ThreadScheduling { thread.scheduling }
+
+    /// Starts serving `loop` (its first pass follows at once).
+    /// - Returns: the loop's slot, for `unregister(slot:)`.
+    /// - Throws: when the worker thread cannot be created, or the worker is full.
+    func register(_ loop: MediaLoop) throws(RealtimeThread.StartError) -> Int {
+        try started.withLock { (started: inout Bool) throws(RealtimeThread.StartError) in
+            guard !started else { return }
+            let me = Unmanaged.passRetained(self)  // workers live for the process
+            try thread.start { _ in me._withUnsafeGuaranteedRef { $0.run() } }
+            started = true
+        }
+        guard let slot = slots.insert(loop) else { throw RealtimeThread.StartError(code: EAGAIN) }
+        wakeup.signal()
+        return slot
+    }
+
+    /// Stops serving the loop in `slot`: the worker gives it a last pass (`finishOnWorker()`), and
+    /// on return never touches it again.
+    /// - Note: Never from the worker thread.
+    func unregister(slot: Int) {
+        slots.remove(slot: slot) { wakeup.signal() }
+    }
+
+    /// The worker thread: waits for a signal or the earliest deadline of its loops, then gives
+    /// every loop one pass.
+    /// - Note: Must not allocate, lock or log.
+    private func run() {
+        var deadline = MonotonicClock.nanoseconds()
+        while true {
+            if wakeup.wait(untilMonotonicNanoseconds: deadline) {
+                // Signals that came together are served by this one pass: drained before any ring
+                // is read, so a signal that arrives after this point wakes the next pass.
+                wakeup.drain()
+            }
+            deadline = MonotonicClock.nanoseconds() + 1_000_000_000
+            // Playout first for every loop (decoding is cheap), then the encodes: the last loop's
+            // playback device gets its frame as soon as the first one's.
+            slots.visit(
+                active: { loop in loop.receiveAndPlay(now: MonotonicClock.nanoseconds()) },
+                last: { loop in loop.finishOnWorker() })
+            slots.visit(
+                active: { loop in
+                    let now = MonotonicClock.nanoseconds()
+                    loop.sendAndReport(now: now)
+                    deadline = min(deadline, loop.nextDeadline(now: now))
+                },
+                last: { loop in loop.finishOnWorker() })
+        }
+    }
+}
