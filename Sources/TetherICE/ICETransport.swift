@@ -17,13 +17,33 @@ struct ICEHotPathContext {
     var sendFailures: UnsafeMutablePointer<Atomic<Int>>
 }
 
+/// Where the media thread sends on its own: the selected pair's local UDP socket and the remote
+/// address. Immutable once published; freed by the GLib thread once the media thread has moved
+/// on to a newer route.
+struct ICEDirectRoute {
+    /// The remote address (first, so the struct's address is the `sockaddr`'s).
+    var address: sockaddr_storage
+    var addressLength: socklen_t
+    /// A duplicate of the selected local socket's descriptor, owned by the route; −1: no direct
+    /// route (no pair selected yet, a TURN relay, a stream being replaced).
+    var fd: Int32
+    /// Increases with every route published.
+    var generation: Int
+}
+
 /// One ICE stream with one component (RTP and RTCP multiplexed) over libnice.
 ///
 /// libnice runs on its own GLib main-context thread. Received datagrams are copied into
 /// `receiveRing` on that thread, stamped with their monotonic arrival instant, and the media loop
-/// is woken through `receiveWakeup`. Outgoing datagrams are queued by the media loop with `send`
-/// into a ring that the GLib thread drains into `nice_agent_send`, so the media loop never waits
-/// on libnice's agent lock.
+/// is woken through `receiveWakeup`.
+///
+/// Outgoing datagrams go straight from the media thread to the kernel once a UDP pair is
+/// selected: `send` calls `sendto` on (a duplicate of) the selected pair's local socket, which is
+/// what `nice_agent_send` does for such a pair, without libnice's agent lock and without waking
+/// the GLib thread for every packet. The route is republished on every new selected pair, and
+/// withdrawn while a stream is replaced. Before a pair is selected, and through a TURN relay
+/// (whose framing libnice adds), datagrams are queued into a ring that the GLib thread drains into
+/// `nice_agent_send`. Either way the media loop never waits on libnice.
 public final class ICETransport: @unchecked Sendable {
     /// The configuration in force.
     public let configuration: ICETransportConfiguration
@@ -39,6 +59,19 @@ public final class ICETransport: @unchecked Sendable {
     private var sendWatch: UnsafeMutablePointer<GSource>?
     private let eventHandler: @Sendable (ICETransportEvent) -> Void
     private let closed = Atomic<Bool>(false)
+    /// The route the media thread sends on (release/acquire: the route's fields and descriptor
+    /// are published with the pointer).
+    private let publishedRoute = Atomic<UnsafeMutablePointer<ICEDirectRoute>?>(nil)
+    /// The generation of the route the media thread uses; older routes are no longer touched
+    /// (release/acquire: the media thread's last use of an older route happens before).
+    private let adoptedGeneration = Atomic<Int>(0)
+    /// The media thread's current route (media thread only).
+    private var mediaRoute: UnsafeMutablePointer<ICEDirectRoute>?
+    /// Superseded routes the media thread may still be using (GLib thread, or `close` after it).
+    private var retiredRoutes: [UnsafeMutablePointer<ICEDirectRoute>] = []
+    private var routeGeneration = 0
+    /// Datagrams sent directly (media thread writes, relaxed: a counter).
+    private let directSends = Atomic<Int>(0)
 
     /// Creates the agent and its stream, and starts the GLib thread. Gathering starts with `gatherCandidates()`.
     /// - Parameters:
@@ -139,6 +172,8 @@ public final class ICETransport: @unchecked Sendable {
     public var sendFailureCount: Int { hot.pointee.sendFailures.pointee.load(ordering: .relaxed) }
     /// Datagrams dropped because the send queue was full.
     public var sendQueueDropCount: Int { sendRing.droppedBecauseFull + sendRing.droppedBecauseOversize }
+    /// Datagrams the media thread sent straight on the selected pair's socket.
+    public var directSendCount: Int { directSends.load(ordering: .relaxed) }
 
     /// Starts gathering local candidates; `.gatheringDone` follows.
     public func gatherCandidates() {
@@ -177,6 +212,7 @@ public final class ICETransport: @unchecked Sendable {
             }
             nice_agent_attach_recv(t.agent, new, 1, t.context, iceReceive, UnsafeMutableRawPointer(t.hot))
             t.hot.pointee.streamID = new
+            t.publishRoute(nil)  // the old socket goes with the old stream
             nice_agent_attach_recv(t.agent, old, 1, t.context, nil, nil)
             nice_agent_remove_stream(t.agent, old)
             _ = nice_agent_gather_candidates(t.agent, new)
@@ -250,14 +286,72 @@ public final class ICETransport: @unchecked Sendable {
         return skipped.count
     }
 
-    /// Queues one datagram for sending (copied). Returns `false` when the queue is full.
-    /// - Note: Media loop only. Never allocates or locks: a ring push and an eventfd write.
+    /// Sends one datagram: straight on the selected pair's socket when there is a direct route,
+    /// otherwise queued (copied) for the GLib thread. Returns `false` when the kernel refused it
+    /// or the queue is full.
+    /// - Note: Media loop only. Never allocates or locks: an atomic load and a `sendto`, or a ring
+    ///   push and an eventfd write.
     @inline(__always)
     @discardableResult
     public func send(_ datagram: UnsafeRawBufferPointer) -> Bool {
+        let current = publishedRoute.load(ordering: .acquiring)
+        if current != mediaRoute {
+            mediaRoute = current
+            if let current { adoptedGeneration.store(current.pointee.generation, ordering: .releasing) }
+        }
+        if let route = mediaRoute, route.pointee.fd >= 0 {
+            // `address` is the struct's first field: the route's address is the sockaddr's.
+            let sent = sendto(
+                route.pointee.fd, datagram.baseAddress, datagram.count, Int32(MSG_DONTWAIT),
+                UnsafeRawPointer(route).assumingMemoryBound(to: sockaddr.self), route.pointee.addressLength)
+            guard sent >= 0 else { return false }
+            directSends.add(1, ordering: .relaxed)
+            return true
+        }
         guard sendRing.push(datagram, arrivalNanoseconds: 0) else { return false }
         _ = eventfd_write(sendEventFD, 1)
         return true
+    }
+
+    /// Publishes the route for the current selected pair (nil: withdraws the direct route).
+    /// GLib thread.
+    fileprivate func publishRoute(_ pair: (local: UnsafeMutablePointer<NiceCandidate>, remote: UnsafeMutablePointer<NiceCandidate>)?) {
+        var route = ICEDirectRoute(address: sockaddr_storage(), addressLength: 0, fd: -1, generation: 0)
+        if let pair, let socket = nice_agent_get_selected_socket(agent, streamID, 1) {
+            // NULL for a relayed or TCP local candidate: those keep going through libnice.
+            let fd = g_socket_get_fd(socket)
+            let duplicate = fd >= 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1
+            g_object_unref(UnsafeMutableRawPointer(socket))
+            if duplicate >= 0 {
+                withUnsafeMutablePointer(to: &route.address) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { nice_address_copy_to_sockaddr(&pair.remote.pointee.addr, $0) }
+                }
+                let family = Int32(route.address.ss_family)
+                if family == AF_INET || family == AF_INET6 {
+                    route.addressLength = socklen_t(family == AF_INET ? MemoryLayout<sockaddr_in>.size : MemoryLayout<sockaddr_in6>.size)
+                    route.fd = duplicate
+                } else {
+                    Glibc.close(duplicate)
+                }
+            }
+        }
+        routeGeneration += 1
+        route.generation = routeGeneration
+        let published = UnsafeMutablePointer<ICEDirectRoute>.allocate(capacity: 1)
+        published.initialize(to: route)
+        if let old = publishedRoute.exchange(published, ordering: .acquiringAndReleasing) { retiredRoutes.append(old) }
+        reclaimRoutes(all: false)
+    }
+
+    /// Frees the retired routes the media thread has moved past (all of them once it stopped).
+    private func reclaimRoutes(all: Bool) {
+        let adopted = adoptedGeneration.load(ordering: .acquiring)
+        retiredRoutes.removeAll { route in
+            guard all || route.pointee.generation < adopted else { return false }
+            if route.pointee.fd >= 0 { Glibc.close(route.pointee.fd) }
+            route.deallocate()
+            return true
+        }
     }
 
     /// Stops the GLib thread and frees the agent. Idempotent.
@@ -275,6 +369,9 @@ public final class ICETransport: @unchecked Sendable {
         // Run (and free) closures still queued for the loop while the agent is alive.
         drainContext()
         g_main_context_release(context)
+        // The media loop has stopped sending (sessions stop it first): every route can go.
+        if let last = publishedRoute.exchange(nil, ordering: .acquiringAndReleasing) { retiredRoutes.append(last) }
+        reclaimRoutes(all: true)
         releaseAgentAndContext()
     }
 
@@ -452,6 +549,7 @@ private func iceSelectedPair(
 ) {
     let me = Unmanaged<ICETransport>.fromOpaque(userData!).takeUnretainedValue()
     guard me.isCurrent(stream: stream), let local, let remote else { return }
+    me.publishRoute((local, remote))
     me.deliver(
         .selectedPairChanged(
             local: describe(&local.pointee.addr), remote: describe(&remote.pointee.addr),

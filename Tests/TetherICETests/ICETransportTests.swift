@@ -93,6 +93,9 @@ struct ICETransportTests {
         }
         #expect(received == 50)
         #expect(a.transport.sendFailureCount == 0)
+        // A UDP host pair is selected: every datagram went straight from this thread to the
+        // selected socket, none through the GLib thread's queue.
+        #expect(a.transport.directSendCount == 50)
     }
 
     @Test func malformedRemoteCandidateIsATypedError() throws {
@@ -189,5 +192,39 @@ struct ICETransportRestartTests {
         #expect(readyAgain == true)
         #expect(deliver(20, from: a, to: b) == 20)
         #expect(deliver(20, from: b, to: a) == 20)
+    }
+
+    @Test func directSendsStopWhileTheStreamIsReplacedAndResumeOnTheNewPair() throws {
+        let (a, b) = try connectedPair()
+        defer {
+            a.transport.close()
+            b.transport.close()
+        }
+        #expect(deliver(10, from: a, to: b) == 10)
+        #expect(a.transport.directSendCount == 10)
+        let gatheredBefore = a.log.count { (e: ICETransportEvent) in if case .gatheringDone = e { true } else { false } }
+        a.transport.regather()
+        let fresh = a.log.first(within: 5) { _ -> [String]? in
+            let all = a.log.all.compactMap { e -> [String]? in if case .gatheringDone(let c) = e { c } else { nil } }
+            return all.count > gatheredBefore ? all.last : nil
+        }
+        let candidates = try #require(fresh)
+        // The old socket went with the old stream: nothing is sent on it any more (the datagram
+        // goes to libnice, which has no pair for the new stream yet).
+        var bytes = [UInt8](repeating: 0x80, count: 60)
+        bytes.withUnsafeBytes { _ = a.transport.send($0) }
+        #expect(a.transport.directSendCount == 10)
+        let credA = a.transport.localCredentials()
+        let rb = try #require(b.transport.restart())
+        let pairsBefore = a.log.count { (e: ICETransportEvent) in if case .selectedPairChanged = e { true } else { false } }
+        try a.transport.setRemote(ufrag: rb.ufrag, password: rb.password, candidates: rb.candidates)
+        try b.transport.setRemote(ufrag: credA.ufrag, password: credA.password, candidates: candidates)
+        let newPair = a.log.first(within: 5) { _ in
+            a.log.count { (e: ICETransportEvent) in if case .selectedPairChanged = e { true } else { false } } > pairsBefore ? true : nil
+        }
+        #expect(newPair == true)
+        // The new pair's socket carries the media again.
+        #expect(deliver(20, from: a, to: b) == 20)
+        #expect(a.transport.directSendCount == 30)
     }
 }
