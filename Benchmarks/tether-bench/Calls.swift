@@ -20,6 +20,11 @@ enum CallsBench {
         /// Frames that were not played on time: concealed (with no packet lost), playback
         /// underruns and capture overruns, over all endpoints, per frame expected.
         var lateFrameRatio: Double
+        /// The late frames by kind: concealed with no packet lost (the packet came after its
+        /// playout), playback underruns, capture overruns.
+        var concealedWithoutLoss = 0
+        var playbackUnderruns = 0
+        var captureOverruns = 0
         var established: Bool
     }
 
@@ -52,12 +57,13 @@ enum CallsBench {
         }
         try await Task.sleep(for: .seconds(1))
 
-        func late() -> Int {
-            var total = 0
+        func late() -> (concealed: Int, underruns: Int, overruns: Int) {
+            var total = (concealed: 0, underruns: 0, overruns: 0)
             for (a, b, _) in pairs {
                 for s in [a.statistics(), b.statistics()] {
-                    let concealedWithoutLoss = max(0, s.framesConcealed - s.packetsLost)
-                    total += concealedWithoutLoss + s.playbackUnderruns + s.captureOverruns
+                    total.concealed += max(0, s.framesConcealed - s.packetsLost)
+                    total.underruns += s.playbackUnderruns
+                    total.overruns += s.captureOverruns
                 }
             }
             return total
@@ -68,14 +74,20 @@ enum CallsBench {
         try await Task.sleep(for: .seconds(seconds))
         let wall = Double(MonotonicClock.nanoseconds() - wallBefore) / 1e9
         let cpu = processCPUSeconds() - cpuBefore
-        let lateFrames = late() - lateBefore
+        let lateAfter = late()
+        let concealed = lateAfter.concealed - lateBefore.concealed
+        let underruns = lateAfter.underruns - lateBefore.underruns
+        let overruns = lateAfter.overruns - lateBefore.overruns
+        let lateFrames = concealed + underruns + overruns
         for (a, b, signaling) in pairs {
             await a.hangUp()
             await b.hangUp()
             await signaling.waitUntilFinished()
         }
         let framesExpected = Double(2 * calls) * wall * 50
-        return LoadStep(calls: calls, coresUsed: cpu / wall, lateFrameRatio: Double(lateFrames) / framesExpected, established: established)
+        return LoadStep(
+            calls: calls, coresUsed: cpu / wall, lateFrameRatio: Double(lateFrames) / framesExpected,
+            concealedWithoutLoss: concealed, playbackUnderruns: underruns, captureOverruns: overruns, established: established)
     }
 
     static func processCPUSeconds() -> Double {
@@ -196,7 +208,8 @@ struct CallsStepBench: AsyncParsableCommand {
 
     func run() async throws {
         let step = try await CallsBench.load(calls: calls, seconds: seconds, complexity: complexity)
-        say(String(format: "%d calls (%d endpoints): %.2f cores, %.2f %% of a core per endpoint, late frames %.3f %%",
-                   step.calls, step.endpoints, step.coresUsed, 100 * step.coresUsed / Double(step.endpoints), 100 * step.lateFrameRatio))
+        say(String(format: "%d calls (%d endpoints): %.2f cores, %.2f %% of a core per endpoint, late frames %.3f %% (concealed without loss %d, playback underruns %d, capture overruns %d)",
+                   step.calls, step.endpoints, step.coresUsed, 100 * step.coresUsed / Double(step.endpoints), 100 * step.lateFrameRatio,
+                   step.concealedWithoutLoss, step.playbackUnderruns, step.captureOverruns))
     }
 }

@@ -77,7 +77,7 @@ struct RunBench: AsyncParsableCommand {
         let perEndpoint = good.last.map { $0.coresUsed / Double($0.endpoints) } ?? 0
         let endpointsPerCore = perEndpoint > 0 ? 1 / perEndpoint : 0
         figures["callsPerCore"] = [
-            "steps": steps.map { ["calls": $0.calls, "endpoints": $0.endpoints, "coresUsed": $0.coresUsed, "lateFrameRatio": $0.lateFrameRatio, "established": $0.established] },
+            "steps": steps.map { ["calls": $0.calls, "endpoints": $0.endpoints, "coresUsed": $0.coresUsed, "lateFrameRatio": $0.lateFrameRatio, "concealedWithoutLoss": $0.concealedWithoutLoss, "playbackUnderruns": $0.playbackUnderruns, "captureOverruns": $0.captureOverruns, "established": $0.established] },
             "endpointsPerCore": endpointsPerCore, "callsPerCoreBothEndsInProcess": endpointsPerCore / 2, "cores": cores,
         ]
         table.append(("calls per core (one endpoint each, from the largest clean step)", String(format: "%.1f", endpointsPerCore), "≥ 30"))
