@@ -28,7 +28,7 @@ test-tsan:
 	$(SWIFT) build --build-tests --scratch-path $(TSAN_SCRATCH) --sanitize=thread
 	scripts/run-tests.sh 15 scripts/with-test-audio.sh $(SWIFT) test --skip-build --scratch-path $(TSAN_SCRATCH) --sanitize=thread --no-parallel --filter 'TetherRealtimeTests|TetherICETests|TetherAudioTests|TetherFaultsTests|TetherNetworkMonitorTests'
 
-# Everything tether-bench measures (about 2.5 minutes after the build; `make bench-quick`: under 1), with the
+# Everything tether-bench measures (about 3 minutes after the build; `make bench-quick`: under 1), with the
 # private PulseAudio daemon so mouth-to-ear latency is measured too. Table on the terminal,
 # JSON in .build/bench/bench.json, Markdown report with an SVG timeline in .build/bench/.
 # The hot path's allocation budget in a release build (0 of Tether's own per frame; the bench
