@@ -217,7 +217,10 @@ final class PulseEventRecorder: Sendable {
 /// A media-loop-like producer for a playback endpoint: keeps up to four frames of a continuous
 /// sine (or silence) in the ring, topping it up whenever the sink signals.
 final class PulseTestFeeder: Sendable {
-    private let thread = RealtimeThread(name: "pa-test-feed", realtimePriority: 0)
+    /// Realtime, as a media thread feeding a device is: at SCHED_OTHER on a busy machine it can be
+    /// starved past the ring's four frames, and an underrun inside the analysed window moves the
+    /// measured frequency (753 Hz for 750 was seen once in a full run).
+    private let thread = RealtimeThread(name: "pa-test-feed", realtimePriority: 10)
     private let endpoint: AudioEndpoint
     private let amplitude: Double
     private let cyclesPerSample: Double
