@@ -53,8 +53,14 @@ final class MediaWorker: @unchecked Sendable {
     private let slots = ServiceSlots<MediaLoop>(capacity: MediaWorker.capacity)
     private let thread = RealtimeThread(name: "tether-media", realtimePriority: MediaWorker.realtimePriority)
     private let started = Mutex<Bool>(false)
+    /// No thread: whoever created the worker runs its passes (`serviceOnce`), on its own thread.
+    private let driven: Bool
 
-    private init() {}
+    /// - Parameter driven: for tests: the worker starts no thread; the caller runs its passes
+    ///   with `serviceOnce(waitingUntil:)` (removing a loop runs them too).
+    init(driven: Bool = false) {
+        self.driven = driven
+    }
 
     /// The scheduling the worker thread got.
     var scheduling: ThreadScheduling { thread.scheduling }
@@ -64,7 +70,7 @@ final class MediaWorker: @unchecked Sendable {
     /// - Throws: when the worker thread cannot be created, or the worker is full.
     func register(_ loop: MediaLoop) throws(RealtimeThread.StartError) -> Int {
         try started.withLock { (started: inout Bool) throws(RealtimeThread.StartError) in
-            guard !started else { return }
+            guard !started && !driven else { return }
             let me = Unmanaged.passRetained(self)  // workers live for the process
             try thread.start { _ in me._withUnsafeGuaranteedRef { $0.run() } }
             started = true
@@ -78,7 +84,9 @@ final class MediaWorker: @unchecked Sendable {
     /// on return never touches it again.
     /// - Note: Never from the worker thread.
     func unregister(slot: Int) {
-        slots.remove(slot: slot) { wakeup.signal() }
+        slots.remove(slot: slot) {
+            if driven { serviceOnce(waitingUntil: 0) } else { wakeup.signal() }
+        }
     }
 
     /// The worker thread: waits for a signal or the earliest deadline of its loops, then gives
@@ -86,25 +94,32 @@ final class MediaWorker: @unchecked Sendable {
     /// - Note: Must not allocate, lock or log.
     private func run() {
         var deadline = MonotonicClock.nanoseconds()
-        while true {
-            if wakeup.wait(untilMonotonicNanoseconds: deadline) {
-                // Signals that came together are served by this one pass: drained before any ring
-                // is read, so a signal that arrives after this point wakes the next pass.
-                wakeup.drain()
-            }
-            deadline = MonotonicClock.nanoseconds() + 1_000_000_000
-            // Playout first for every loop (decoding is cheap), then the encodes: the last loop's
-            // playback device gets its frame as soon as the first one's.
-            slots.visit(
-                active: { loop in loop.receiveAndPlay(now: MonotonicClock.nanoseconds()) },
-                last: { loop in loop.finishOnWorker() })
-            slots.visit(
-                active: { loop in
-                    let now = MonotonicClock.nanoseconds()
-                    loop.sendAndReport(now: now)
-                    deadline = min(deadline, loop.nextDeadline(now: now))
-                },
-                last: { loop in loop.finishOnWorker() })
+        while true { deadline = serviceOnce(waitingUntil: deadline) }
+    }
+
+    /// Waits for a signal or until `waitDeadline`, then gives every loop one pass.
+    /// - Returns: the earliest instant a loop must run by.
+    /// - Note: Worker thread (or, for a driven worker, the caller's). Must not allocate, lock or log.
+    @discardableResult
+    func serviceOnce(waitingUntil waitDeadline: UInt64) -> UInt64 {
+        if wakeup.wait(untilMonotonicNanoseconds: waitDeadline) {
+            // Signals that came together are served by this one pass: drained before any ring is
+            // read, so a signal that arrives after this point wakes the next pass.
+            wakeup.drain()
         }
+        var next = MonotonicClock.nanoseconds() + 1_000_000_000
+        // Playout first for every loop (decoding is cheap), then the encodes: the last loop's
+        // playback device gets its frame as soon as the first one's.
+        slots.visit(
+            active: { loop in loop.receiveAndPlay(now: MonotonicClock.nanoseconds()) },
+            last: { loop in loop.finishOnWorker() })
+        slots.visit(
+            active: { loop in
+                let now = MonotonicClock.nanoseconds()
+                loop.sendAndReport(now: now)
+                next = min(next, loop.nextDeadline(now: now))
+            },
+            last: { loop in loop.finishOnWorker() })
+        return next
     }
 }
