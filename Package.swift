@@ -87,7 +87,7 @@ let package = Package(
         .testTarget(name: "TetherCodecTests", dependencies: ["TetherCodec"]),
         .testTarget(name: "TetherRTPTests", dependencies: ["TetherRTP"]),
         .testTarget(name: "TetherICETests", dependencies: ["TetherICE"]),
-        .testTarget(name: "TetherAudioTests", dependencies: ["TetherAudio"]),
+        .testTarget(name: "TetherAudioTests", dependencies: ["TetherAudio", "CAllocationCounter"]),
         .testTarget(name: "TetherCoreTests", dependencies: ["TetherCore"]),
         .testTarget(name: "TetherTests", dependencies: ["Tether", "TetherAudio", "TetherTestbed", "TetherFaults", "CAllocationCounter"]),
         .testTarget(name: "TetherFaultsTests", dependencies: ["TetherFaults", "CTetherNet"]),

@@ -1,7 +1,27 @@
+import CAllocationCounter
 import Foundation
+import Synchronization
 import Testing
-import TetherAudio
 import TetherRealtime
+
+@testable import TetherAudio
+
+/// A task on the shared clock that counts every allocation the clock thread makes over 100
+/// ticks (its own and every other device's): the counter is per thread, and this runs on it.
+private final class AllocationProbe: ClockedTask, @unchecked Sendable {
+    private var ticks = 0
+    let allocations = Atomic<Int>(-1)
+    let done = Wakeup()
+
+    override func tick() {
+        ticks += 1
+        if ticks == 10 { CAllocationCounter_begin() }  // after the other devices' first frames
+        if ticks == 110 {
+            allocations.store(CAllocationCounter_end(), ordering: .releasing)
+            done.signal()
+        }
+    }
+}
 
 @Suite("Shared device clock")
 struct SharedDeviceClockTests {
@@ -54,5 +74,41 @@ struct SharedDeviceClockTests {
         try source.start(endpoint)
         #expect(waitForSignals(endpoint, count: 2))
         source.stop()
+    }
+
+    @Test(
+        "the clock thread allocates nothing while it ticks a tone, a WAV source and a discard sink",
+        .enabled(if: CAllocationCounter_isAvailable() == 1, "the sanitizers own malloc; counting runs in the plain build"))
+    func clockThreadAllocatesNothing() throws {
+        let tone = TestSignalSource()
+        let toneEndpoint = AudioEndpoint(ringCapacityFrames: 8)
+        try tone.start(toneEndpoint)
+        defer { tone.stop() }
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let path = directory.file("ramp.wav")
+        try WAVFile.write(samples: (0..<4800).map { Int16(truncatingIfNeeded: $0 * 7) }, sampleRateHertz: 48_000, to: path)
+        let wav = WAVFileSource(path: path, loop: true)
+        let wavEndpoint = AudioEndpoint(ringCapacityFrames: 8)
+        try wav.start(wavEndpoint)
+        defer { wav.stop() }
+        let sink = DiscardSink()
+        let sinkEndpoint = AudioEndpoint()
+        try sink.start(sinkEndpoint)
+        defer { sink.stop() }
+
+        let probeEndpoint = AudioEndpoint()
+        let probeCounters = DeviceCounters()  // the IO holds these unretained: kept alive here
+        let probe = AllocationProbe(io: DeviceThreadIO(endpoint: probeEndpoint, counters: probeCounters))
+        let clock = SharedDeviceClock.clock(periodNanoseconds: probeEndpoint.format.frameDurationNanoseconds)
+        let slot = try #require(clock.register(probe))
+        #expect(probe.done.wait(untilMonotonicNanoseconds: MonotonicClock.nanoseconds() + 20_000_000_000))
+        clock.unregister(slot: slot)
+        withExtendedLifetime(probeCounters) {}
+        #expect(probe.allocations.load(ordering: .acquiring) == 0)
+        // The devices really ran meanwhile (full rings overrun, the sink underruns).
+        #expect(tone.statistics.framesTransferred + tone.statistics.overruns >= 100)
+        #expect(wav.statistics.framesTransferred + wav.statistics.overruns >= 100)
+        #expect(sink.statistics.underruns >= 100)
     }
 }
