@@ -75,7 +75,9 @@ struct RunBench: AsyncParsableCommand {
             progress(String(format: "  %d calls: %.2f cores, late frames %.3f %%%@", calls, step.coresUsed, 100 * step.lateFrameRatio, step.established ? "" : ", not all established"))
             if step.coresUsed > 0.85 * cores || step.lateFrameRatio > 0.01 || !step.established { break }
         }
-        let good = steps.filter { $0.established && $0.lateFrameRatio <= 0.01 }
+        // A clean step: every call established, at most 1 % late frames, and the cores not
+        // saturated (at most 85 % used; beyond, the figure measures contention, not cost).
+        let good = steps.filter { $0.established && $0.lateFrameRatio <= 0.01 && $0.coresUsed <= 0.85 * cores }
         let perEndpoint = good.last.map { $0.coresUsed / Double($0.endpoints) } ?? 0
         let endpointsPerCore = perEndpoint > 0 ? 1 / perEndpoint : 0
         figures["callsPerCore"] = [
