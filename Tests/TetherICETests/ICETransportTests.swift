@@ -133,6 +133,36 @@ struct ICETransportRestartTests {
         return (a, b)
     }
 
+    /// Selected-pair changes `peer` has reported so far.
+    func selectedPairs(_ peer: Peer) -> Int {
+        peer.log.count { (e: ICETransportEvent) in if case .selectedPairChanged = e { true } else { false } }
+    }
+
+    /// Waits until `peer` has reported more than `count` selected pairs.
+    func awaitNewPair(_ peer: Peer, after count: Int) -> Bool {
+        peer.log.first(within: 5) { _ in selectedPairs(peer) > count ? true : nil } == true
+    }
+
+    /// Replaces A's stream (`regather`) and waits for its new candidates.
+    func regather(_ a: Peer) throws -> [String] {
+        let gatheredBefore = a.log.count { (e: ICETransportEvent) in if case .gatheringDone = e { true } else { false } }
+        a.transport.regather()
+        let fresh = a.log.first(within: 5) { _ -> [String]? in
+            let all = a.log.all.compactMap { e -> [String]? in if case .gatheringDone(let c) = e { c } else { nil } }
+            return all.count > gatheredBefore ? all.last : nil
+        }
+        return try #require(fresh)
+    }
+
+    /// After A re-gathered: B restarts in place, and each side learns the other's new credentials
+    /// and candidates.
+    func exchange(afterRegatherOf a: Peer, candidates: [String], with b: Peer) throws {
+        let credA = a.transport.localCredentials()
+        let rb = try #require(b.transport.restart())
+        try a.transport.setRemote(ufrag: rb.ufrag, password: rb.password, candidates: rb.candidates)
+        try b.transport.setRemote(ufrag: credA.ufrag, password: credA.password, candidates: candidates)
+    }
+
     func deliver(_ count: Int, from a: Peer, to b: Peer) -> Int {
         for i in 0..<count {
             var bytes = [UInt8](repeating: UInt8(truncatingIfNeeded: i), count: 60)
@@ -174,29 +204,17 @@ struct ICETransportRestartTests {
             a.transport.close()
             b.transport.close()
         }
-        let gatheredBefore = a.log.count { (e: ICETransportEvent) in if case .gatheringDone = e { true } else { false } }
-        a.transport.regather()
-        let fresh = a.log.first(within: 5) { _ -> [String]? in
-            let all = a.log.all.compactMap { e -> [String]? in if case .gatheringDone(let c) = e { c } else { nil } }
-            return all.count > gatheredBefore ? all.last : nil
-        }
-        let candidates = try #require(fresh)
+        let candidates = try regather(a)
         #expect(!candidates.isEmpty)
-        let credA = a.transport.localCredentials()
-        let rb = try #require(b.transport.restart())
         let readyBefore = a.log.count(of: .componentStateChanged(.ready))
-        let bPairsBefore = b.log.count { (e: ICETransportEvent) in if case .selectedPairChanged = e { true } else { false } }
-        try a.transport.setRemote(ufrag: rb.ufrag, password: rb.password, candidates: rb.candidates)
-        try b.transport.setRemote(ufrag: credA.ufrag, password: credA.password, candidates: candidates)
+        let bPairsBefore = selectedPairs(b)
+        try exchange(afterRegatherOf: a, candidates: candidates, with: b)
         // The new stream reports its own READY (the old stream's signals are filtered out).
         let readyAgain = a.log.first(within: 5) { _ in a.log.count(of: .componentStateChanged(.ready)) > readyBefore ? true : nil }
         #expect(readyAgain == true)
         // B restarted in place, so until it selects a pair toward A's new stream it still sends
         // toward A's old one, which went with the old stream. A's READY can come first.
-        let bNewPair = b.log.first(within: 5) { _ in
-            b.log.count { (e: ICETransportEvent) in if case .selectedPairChanged = e { true } else { false } } > bPairsBefore ? true : nil
-        }
-        #expect(bNewPair == true)
+        #expect(awaitNewPair(b, after: bPairsBefore))
         #expect(deliver(20, from: a, to: b) == 20)
         #expect(deliver(20, from: b, to: a) == 20)
     }
@@ -209,27 +227,15 @@ struct ICETransportRestartTests {
         }
         #expect(deliver(10, from: a, to: b) == 10)
         #expect(a.transport.directSendCount == 10)
-        let gatheredBefore = a.log.count { (e: ICETransportEvent) in if case .gatheringDone = e { true } else { false } }
-        a.transport.regather()
-        let fresh = a.log.first(within: 5) { _ -> [String]? in
-            let all = a.log.all.compactMap { e -> [String]? in if case .gatheringDone(let c) = e { c } else { nil } }
-            return all.count > gatheredBefore ? all.last : nil
-        }
-        let candidates = try #require(fresh)
+        let candidates = try regather(a)
         // The old socket went with the old stream: nothing is sent on it any more (the datagram
         // goes to libnice, which has no pair for the new stream yet).
         var bytes = [UInt8](repeating: 0x80, count: 60)
         bytes.withUnsafeBytes { _ = a.transport.send($0) }
         #expect(a.transport.directSendCount == 10)
-        let credA = a.transport.localCredentials()
-        let rb = try #require(b.transport.restart())
-        let pairsBefore = a.log.count { (e: ICETransportEvent) in if case .selectedPairChanged = e { true } else { false } }
-        try a.transport.setRemote(ufrag: rb.ufrag, password: rb.password, candidates: rb.candidates)
-        try b.transport.setRemote(ufrag: credA.ufrag, password: credA.password, candidates: candidates)
-        let newPair = a.log.first(within: 5) { _ in
-            a.log.count { (e: ICETransportEvent) in if case .selectedPairChanged = e { true } else { false } } > pairsBefore ? true : nil
-        }
-        #expect(newPair == true)
+        let pairsBefore = selectedPairs(a)
+        try exchange(afterRegatherOf: a, candidates: candidates, with: b)
+        #expect(awaitNewPair(a, after: pairsBefore))
         // The new pair's socket carries the media again.
         #expect(deliver(20, from: a, to: b) == 20)
         #expect(a.transport.directSendCount == 30)

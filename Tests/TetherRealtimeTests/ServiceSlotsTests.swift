@@ -60,9 +60,25 @@ struct ServiceSlotsTests {
         for slot in reused { slots.remove(slot: slot!, nudge: {}) }
     }
 
-    @Test func removingTwiceOrAFreeSlotReturnsAtOnce() {
+    @Test func removingTwiceOrAFreeSlotReturnsAtOnce() throws {
         let slots = ServiceSlots<Visited>(capacity: 2)
-        slots.remove(slot: 1, nudge: {})  // never used: nothing to wait for
+        slots.remove(slot: 1, nudge: { Issue.record("a never-used slot has nothing to wait for") })
+        // No service thread: the nudge runs the pass itself, so a removal that waited for a
+        // pass that never comes would hang here.
+        let element = Visited()
+        let slot = try #require(slots.insert(element))
+        let pass = {
+            slots.visit(
+                active: { $0.visits.add(1, ordering: .relaxed) },
+                last: { $0.lastCalls.add(1, ordering: .relaxed) })
+        }
+        pass()
+        slots.remove(slot: slot, nudge: pass)
+        #expect(element.visits.load(ordering: .relaxed) == 1)
+        #expect(element.lastCalls.load(ordering: .relaxed) == 1)
         #expect(slots.count == 0)
+        // Removed already: returns at once, with no second last call.
+        slots.remove(slot: slot, nudge: { Issue.record("a removed slot has nothing to wait for") })
+        #expect(element.lastCalls.load(ordering: .relaxed) == 1)
     }
 }
