@@ -259,27 +259,50 @@ final class ClockedDeviceRunner: Sendable {
         }
     }
 
-    /// The device loop: frame `n` after the epoch is processed at `epoch + n × period`, absolute
-    /// deadlines computed from the frame count, so scheduling jitter never accumulates into drift.
+    /// The device loop on a thread of its own (see `FrameDeadlines`).
     /// - Note: Called on the device thread; must not allocate.
     static func runClocked<Work: ClockedFrameWork>(
         stopFlag: Unmanaged<RealtimeThread>, periodNanoseconds: UInt64, io: DeviceThreadIO, work: inout Work
     ) {
-        let lateLimitNanoseconds = resynchronizationThresholdFrames &* periodNanoseconds
-        var epochNanoseconds = MonotonicClock.nanoseconds()
-        var framesSinceEpoch: UInt64 = 0
+        var clock = FrameDeadlines(periodNanoseconds: periodNanoseconds)
         while true {
-            framesSinceEpoch &+= 1
-            let deadlineNanoseconds = epochNanoseconds &+ framesSinceEpoch &* periodNanoseconds
-            MonotonicClock.sleep(untilNanoseconds: deadlineNanoseconds)
+            clock.sleepUntilNextFrame()
             if stopFlag._withUnsafeGuaranteedRef({ $0.isStopRequested }) { break }
             work.processFrame(io)
-            let nowNanoseconds = MonotonicClock.nanoseconds()
-            if nowNanoseconds > deadlineNanoseconds &+ lateLimitNanoseconds {
-                epochNanoseconds = nowNanoseconds
-                framesSinceEpoch = 0
-                io.countResynchronization()
-            }
+            if clock.resynchronizeIfLate() { io.countResynchronization() }
         }
+    }
+}
+
+/// The frame clock of a virtual device: frame `n` after the epoch is due at `epoch + n × period`,
+/// absolute deadlines computed from the frame count, so scheduling jitter never accumulates into
+/// drift. A loop that ends a frame more than `resynchronizationThresholdFrames` late restarts
+/// the clock from that instant rather than bursting to catch up.
+struct FrameDeadlines {
+    let periodNanoseconds: UInt64
+    private let lateLimitNanoseconds: UInt64
+    private var epochNanoseconds = MonotonicClock.nanoseconds()
+    private var framesSinceEpoch: UInt64 = 0
+    private var deadlineNanoseconds: UInt64 = 0
+
+    init(periodNanoseconds: UInt64) {
+        self.periodNanoseconds = periodNanoseconds
+        lateLimitNanoseconds = ClockedDeviceRunner.resynchronizationThresholdFrames &* periodNanoseconds
+    }
+
+    /// Sleeps until the next frame is due. Never allocates.
+    mutating func sleepUntilNextFrame() {
+        framesSinceEpoch &+= 1
+        deadlineNanoseconds = epochNanoseconds &+ framesSinceEpoch &* periodNanoseconds
+        MonotonicClock.sleep(untilNanoseconds: deadlineNanoseconds)
+    }
+
+    /// After the frame's work: true (and the clock restarted from now) when it ended too late.
+    mutating func resynchronizeIfLate() -> Bool {
+        let now = MonotonicClock.nanoseconds()
+        guard now > deadlineNanoseconds &+ lateLimitNanoseconds else { return false }
+        epochNanoseconds = now
+        framesSinceEpoch = 0
+        return true
     }
 }

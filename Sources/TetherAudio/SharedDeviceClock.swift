@@ -105,30 +105,25 @@ final class SharedDeviceClock: @unchecked Sendable {
     /// absolute deadlines (a late tick never accumulates into drift).
     /// - Note: Must not allocate, lock or log.
     private func run() {
-        let lateLimit = ClockedDeviceRunner.resynchronizationThresholdFrames &* periodNanoseconds
         let schedulingCode = DeviceCounters.schedulingCode(thread.scheduling)
         while true {
             if slots.count == 0 {
                 wakeup.wait(untilMonotonicNanoseconds: MonotonicClock.nanoseconds() + 1_000_000_000)
                 continue
             }
-            var epoch = MonotonicClock.nanoseconds()
-            var frames: UInt64 = 0
+            var clock = FrameDeadlines(periodNanoseconds: periodNanoseconds)
             while slots.count > 0 {
-                frames &+= 1
-                let deadline = epoch &+ frames &* periodNanoseconds
-                MonotonicClock.sleep(untilNanoseconds: deadline)
-                let resynchronize = MonotonicClock.nanoseconds() > deadline &+ lateLimit
+                clock.sleepUntilNextFrame()
                 slots.visit(
                     active: { task in
                         task.io.recordScheduling(schedulingCode)
                         task.tick()
-                        if resynchronize { task.io.countResynchronization() }
                     },
                     last: { _ in })
-                if resynchronize {
-                    epoch = MonotonicClock.nanoseconds()
-                    frames = 0
+                if clock.resynchronizeIfLate() {
+                    // Rare (the clock thread was held off for five periods): every device lost
+                    // the same frames.
+                    slots.visit(active: { $0.io.countResynchronization() }, last: { _ in })
                 }
             }
         }

@@ -23,6 +23,26 @@ private final class AllocationProbe: ClockedTask, @unchecked Sendable {
     }
 }
 
+/// A task that holds the clock thread for ten periods on its third tick, then notes when its
+/// next ticks come.
+private final class StallProbe: ClockedTask, @unchecked Sendable {
+    private var ticks = 0
+    /// Arrival of the fourth and sixth ticks (the first two after the stall).
+    let fourth = Atomic<UInt64>(0)
+    let sixth = Atomic<UInt64>(0)
+    let done = Wakeup()
+
+    override func tick() {
+        ticks += 1
+        if ticks == 3 { usleep(200_000) }
+        if ticks == 4 { fourth.store(MonotonicClock.nanoseconds(), ordering: .relaxed) }
+        if ticks == 6 {
+            sixth.store(MonotonicClock.nanoseconds(), ordering: .relaxed)
+            done.signal()
+        }
+    }
+}
+
 @Suite("Shared device clock")
 struct SharedDeviceClockTests {
     private func threadCount() -> Int {
@@ -74,6 +94,28 @@ struct SharedDeviceClockTests {
         try source.start(endpoint)
         #expect(waitForSignals(endpoint, count: 2))
         source.stop()
+    }
+
+    @Test("a clock held off for more than five periods restarts from now for every device instead of bursting")
+    func aStalledClockResynchronizes() throws {
+        let tone = TestSignalSource()
+        let toneEndpoint = AudioEndpoint(ringCapacityFrames: 64)
+        try tone.start(toneEndpoint)
+        defer { tone.stop() }
+        let probeEndpoint = AudioEndpoint()
+        let probeCounters = DeviceCounters()  // the IO holds these unretained: kept alive here
+        let probe = StallProbe(io: DeviceThreadIO(endpoint: probeEndpoint, counters: probeCounters))
+        let clock = SharedDeviceClock.clock(periodNanoseconds: probeEndpoint.format.frameDurationNanoseconds)
+        let slot = try #require(clock.register(probe))
+        #expect(probe.done.wait(untilMonotonicNanoseconds: MonotonicClock.nanoseconds() + 20_000_000_000))
+        clock.unregister(slot: slot)
+        withExtendedLifetime(probeCounters) {}
+        #expect(tone.statistics.resynchronizations >= 1)
+        #expect(probeCounters.snapshot.resynchronizations >= 1)
+        // Paced from the restart: two periods (40 ms) between the fourth and sixth ticks, where
+        // catching up on the ten missed deadlines would run them back to back.
+        let gap = probe.sixth.load(ordering: .relaxed) &- probe.fourth.load(ordering: .relaxed)
+        #expect(gap >= 20_000_000, "\(Double(gap) / 1e6) ms between the ticks after the stall")
     }
 
     @Test(
