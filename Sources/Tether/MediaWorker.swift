@@ -52,7 +52,6 @@ final class MediaWorker: @unchecked Sendable {
     fileprivate let leases = Atomic<Int>(0)
     private let slots = ServiceSlots<MediaLoop>(capacity: MediaWorker.capacity)
     private let thread = RealtimeThread(name: "tether-media", realtimePriority: MediaWorker.realtimePriority)
-    private let started = Mutex<Bool>(false)
     /// No thread: whoever created the worker runs its passes (`serviceOnce`), on its own thread.
     private let driven: Bool
 
@@ -69,12 +68,7 @@ final class MediaWorker: @unchecked Sendable {
     /// - Returns: the loop's slot, for `unregister(slot:)`.
     /// - Throws: when the worker thread cannot be created, or the worker is full.
     func register(_ loop: MediaLoop) throws(RealtimeThread.StartError) -> Int {
-        try started.withLock { (started: inout Bool) throws(RealtimeThread.StartError) in
-            guard !started && !driven else { return }
-            let me = Unmanaged.passRetained(self)  // workers live for the process
-            try thread.start { _ in me._withUnsafeGuaranteedRef { $0.run() } }
-            started = true
-        }
+        if !driven { try thread.startIfNeeded { _ in self.run() } }  // workers live for the process
         guard let slot = slots.insert(loop) else { throw RealtimeThread.StartError(code: EAGAIN) }
         wakeup.signal()
         return slot

@@ -68,7 +68,6 @@ final class SharedDeviceClock: @unchecked Sendable {
     /// Wakes the clock thread from idle when a device registers.
     private let wakeup = Wakeup()
     private let thread = RealtimeThread(name: "tether-devclock", realtimePriority: SharedDeviceClock.realtimePriority)
-    private let started = Mutex<Bool>(false)
 
     private init(periodNanoseconds: UInt64) {
         self.periodNanoseconds = periodNanoseconds
@@ -78,7 +77,7 @@ final class SharedDeviceClock: @unchecked Sendable {
     /// The task's first frame is processed at the clock's next tick (within one period).
     func register(_ task: ClockedTask) -> Int? {
         do throws(RealtimeThread.StartError) {
-            try startIfNeeded()
+            try thread.startIfNeeded { _ in self.run() }  // the clocks live for the process
         } catch {
             return nil
         }
@@ -90,15 +89,6 @@ final class SharedDeviceClock: @unchecked Sendable {
     /// Removes the task in `slot`; on return the clock thread no longer touches it.
     func unregister(slot: Int) {
         slots.remove(slot: slot, nudge: {})
-    }
-
-    private func startIfNeeded() throws(RealtimeThread.StartError) {
-        try started.withLock { (started: inout Bool) throws(RealtimeThread.StartError) in
-            guard !started else { return }
-            let me = Unmanaged.passRetained(self)  // the clocks live for the process
-            try thread.start { _ in me._withUnsafeGuaranteedRef { $0.run() } }
-            started = true
-        }
     }
 
     /// The clock thread: idle while nothing is registered, otherwise one tick per period on

@@ -36,6 +36,8 @@ public final class RealtimeThread: @unchecked Sendable {
     private let name: String
     private let realtimePriority: Int32
     private var body: (@Sendable (RealtimeThread) -> Void)?
+    /// Whether `startIfNeeded` started the thread (and serialises those calls).
+    private let startedOnDemand = Mutex<Bool>(false)
 
     /// - Parameters:
     ///   - name: thread name shown by tools (truncated to 15 bytes).
@@ -77,6 +79,16 @@ public final class RealtimeThread: @unchecked Sendable {
             throw StartError(code: rc)
         }
         handle = thread
+    }
+
+    /// Starts the thread unless an earlier call did: for a service thread that whichever of
+    /// several callers comes first starts. Safe to call from any thread, unlike `start`.
+    public func startIfNeeded(_ body: @escaping @Sendable (RealtimeThread) -> Void) throws(StartError) {
+        try startedOnDemand.withLock { (started: inout Bool) throws(StartError) in
+            guard !started else { return }
+            try start(body)
+            started = true
+        }
     }
 
     private func run() {
