@@ -30,9 +30,9 @@ public actor CallSession {
     private let captureRing: SPSCRing<Int16>
     private let playbackRing: SPSCRing<Int16>
     /// The media worker thread this call's loop runs on (assigned at creation, least loaded).
-    private let worker = MediaWorker.lease()
+    private let lease = MediaWorker.lease()
     /// What the devices and the transport signal: the worker's wake-up.
-    private var wakeup: Wakeup { worker.worker.wakeup }
+    private var wakeup: Wakeup { lease.worker.wakeup }
     private let cname: String
 
     private var transport: ICETransport?
@@ -567,7 +567,7 @@ public actor CallSession {
             let sink = internalSink
             setup = MediaLoop.Setup(
                 encoder: encoder, decoder: decoder, outbound: outbound, inbound: inbound, transport: transport,
-                receiveRing: receiveRing, captureRing: captureRing, playbackRing: playbackRing, worker: worker.worker,
+                receiveRing: receiveRing, captureRing: captureRing, playbackRing: playbackRing, worker: lease.worker,
                 payloadType: result.opusPayloadType, cname: cname,
                 jitterBufferTargetMilliseconds: configuration.jitterBufferTargetMilliseconds,
                 adaptiveJitterBuffer: configuration.adaptiveJitterBuffer,
@@ -618,7 +618,7 @@ public actor CallSession {
                 code: .captureDeviceFailed, isTerminal: false, canRetry: true,
                 message: "capture '\(currentSource.name)' cannot be opened and the configuration requires capture")
         }
-        do throws(RealtimeThread.StartError) {
+        do throws(MediaWorker.StartError) {
             try media.start()
         } catch {
             throw TetherError(code: .systemResourceFailed, isTerminal: false, canRetry: true, message: "\(error)", cause: error)

@@ -161,7 +161,7 @@ final class MediaLoop: @unchecked Sendable {
     var scheduling: ThreadScheduling { setup.worker.scheduling }
 
     /// Starts running the loop on its worker. Control thread; not after `stop`.
-    func start() throws(RealtimeThread.StartError) {
+    func start() throws(MediaWorker.StartError) {
         guard slot == nil else { return }
         slot = try setup.worker.register(self)
     }
@@ -215,7 +215,6 @@ final class MediaLoop: @unchecked Sendable {
     /// for the playback device. A worker runs it for all its loops before any encoding, so a long
     /// run of encodes never leaves a playback device without its next frame.
     func receiveAndPlay(now: UInt64) {
-        if nextRTCP == 0 { _ = nextDeadline(now: now) }
         drainReceived()
         fillPlayback(now: now)
     }

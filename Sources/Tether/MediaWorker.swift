@@ -64,12 +64,32 @@ final class MediaWorker: @unchecked Sendable {
     /// The scheduling the worker thread got.
     var scheduling: ThreadScheduling { thread.scheduling }
 
+    /// Why a loop could not be put on a worker.
+    enum StartError: Error, CustomStringConvertible {
+        /// The worker thread could not be created.
+        case threadFailed(RealtimeThread.StartError)
+        /// The worker already serves `capacity` loops.
+        case full(capacity: Int)
+
+        var description: String {
+            switch self {
+            case .threadFailed(let error): "media worker thread: \(error)"
+            case .full(let capacity): "the media worker already serves \(capacity) calls"
+            }
+        }
+    }
+
     /// Starts serving `loop` (its first pass follows at once).
     /// - Returns: the loop's slot, for `unregister(slot:)`.
-    /// - Throws: when the worker thread cannot be created, or the worker is full.
-    func register(_ loop: MediaLoop) throws(RealtimeThread.StartError) -> Int {
-        if !driven { try thread.startIfNeeded { _ in self.run() } }  // workers live for the process
-        guard let slot = slots.insert(loop) else { throw RealtimeThread.StartError(code: EAGAIN) }
+    func register(_ loop: MediaLoop) throws(StartError) -> Int {
+        if !driven {
+            do throws(RealtimeThread.StartError) {
+                try thread.startIfNeeded { _ in self.run() }  // workers live for the process
+            } catch {
+                throw .threadFailed(error)
+            }
+        }
+        guard let slot = slots.insert(loop) else { throw .full(capacity: Self.capacity) }
         wakeup.signal()
         return slot
     }

@@ -4,9 +4,10 @@ import Glibc
 ///
 /// It ticks once per frame duration on absolute deadlines (on the process's shared device
 /// clock); each tick computes one frame of the sine, anchored at the running sample counter (so
-/// the phase is continuous across frames and never accumulates rounding error), writes it into the capture ring (or counts an overrun and
-/// drops it when the ring lacks room for the whole frame) and signals the wake-up. Sample `n`
-/// of a run is `round(32 767 × 10^(levelDBFS / 20) × sin(2π × frequencyHertz × n / sampleRateHertz))`.
+/// the phase is continuous across frames and never accumulates rounding error), writes it into
+/// the capture ring (or counts an overrun and drops it when the ring lacks room for the whole
+/// frame) and signals the wake-up. Sample `n` of a run is, to within one unit of rounding,
+/// `round(32 767 × 10^(levelDBFS / 20) × sin(2π × frequencyHertz × n / sampleRateHertz))`.
 ///
 /// With `bursts`, the tone sounds only for the first `onMilliseconds` of every `everyMilliseconds`
 /// (sample-exact, counted from the first sample) and is silent in between: a signal whose onsets
@@ -119,12 +120,10 @@ private struct ToneWork: ClockedFrameWork, @unchecked Sendable {
         let angle = 2 * Double.pi * (cycles - cycles.rounded(.down))
         var re = cos(angle)
         var im = sin(angle)
-        let stepRe = stepCosine
-        let stepIm = stepSine
         for i in 0..<frame.count {
             let sounding = sampleIndex % burstPeriodSamples < burstOnSamples
             frame[i] = sounding ? Int16((amplitude * im).rounded()) : 0
-            (re, im) = (re * stepRe - im * stepIm, re * stepIm + im * stepRe)
+            (re, im) = (re * stepCosine - im * stepSine, re * stepSine + im * stepCosine)
             sampleIndex &+= 1
         }
         io.pushFrame(UnsafeBufferPointer(frame))

@@ -212,7 +212,7 @@ public final class ICETransport: @unchecked Sendable {
             }
             nice_agent_attach_recv(t.agent, new, 1, t.context, iceReceive, UnsafeMutableRawPointer(t.hot))
             t.hot.pointee.streamID = new
-            t.publishRoute(nil)  // the old socket goes with the old stream
+            t.publishRoute(to: nil)  // the old socket goes with the old stream
             nice_agent_attach_recv(t.agent, old, 1, t.context, nil, nil)
             nice_agent_remove_stream(t.agent, old)
             _ = nice_agent_gather_candidates(t.agent, new)
@@ -313,18 +313,18 @@ public final class ICETransport: @unchecked Sendable {
         return true
     }
 
-    /// Publishes the route for the current selected pair (nil: withdraws the direct route).
-    /// GLib thread.
-    fileprivate func publishRoute(_ pair: (local: UnsafeMutablePointer<NiceCandidate>, remote: UnsafeMutablePointer<NiceCandidate>)?) {
+    /// Publishes the route to `remote`, the current selected pair's remote candidate (nil:
+    /// withdraws the direct route). GLib thread.
+    fileprivate func publishRoute(to remote: UnsafeMutablePointer<NiceCandidate>?) {
         var route = ICEDirectRoute(address: sockaddr_storage(), addressLength: 0, fd: -1, generation: 0)
-        if let pair, let socket = nice_agent_get_selected_socket(agent, streamID, 1) {
+        if let remote, let socket = nice_agent_get_selected_socket(agent, streamID, 1) {
             // NULL for a relayed or TCP local candidate: those keep going through libnice.
             let fd = g_socket_get_fd(socket)
             let duplicate = fd >= 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1
             g_object_unref(UnsafeMutableRawPointer(socket))
             if duplicate >= 0 {
                 withUnsafeMutablePointer(to: &route.address) {
-                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { nice_address_copy_to_sockaddr(&pair.remote.pointee.addr, $0) }
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { nice_address_copy_to_sockaddr(&remote.pointee.addr, $0) }
                 }
                 let family = Int32(route.address.ss_family)
                 if family == AF_INET || family == AF_INET6 {
@@ -549,7 +549,7 @@ private func iceSelectedPair(
 ) {
     let me = Unmanaged<ICETransport>.fromOpaque(userData!).takeUnretainedValue()
     guard me.isCurrent(stream: stream), let local, let remote else { return }
-    me.publishRoute((local, remote))
+    me.publishRoute(to: remote)
     me.deliver(
         .selectedPairChanged(
             local: describe(&local.pointee.addr), remote: describe(&remote.pointee.addr),

@@ -24,7 +24,6 @@ public final class RealtimeThread: @unchecked Sendable {
     public struct StartError: Error, CustomStringConvertible {
         /// The `pthread_create` result (an errno value).
         public let code: Int32
-        public init(code: Int32) { self.code = code }
         public var description: String { "pthread_create failed: \(String(cString: strerror(code)))" }
     }
 
