@@ -35,8 +35,11 @@ public final class RealtimeThread: @unchecked Sendable {
     private let name: String
     private let realtimePriority: Int32
     private var body: (@Sendable (RealtimeThread) -> Void)?
-    /// Whether `startIfNeeded` started the thread (and serialises those calls).
-    private let startedOnDemand = Mutex<Bool>(false)
+    /// `startIfNeeded`'s progress: 0 not started, 1 a caller is creating the thread, 2 started.
+    /// Acquire/release: a caller that sees 2 sees the started thread's state. (Atomics rather than
+    /// a `Mutex`: under contention the thread sanitizer reported a race inside `Mutex.withLock`,
+    /// whose waits it does not see.)
+    private let startOnDemand = Atomic<Int>(0)
 
     /// - Parameters:
     ///   - name: thread name shown by tools (truncated to 15 bytes).
@@ -82,11 +85,25 @@ public final class RealtimeThread: @unchecked Sendable {
 
     /// Starts the thread unless an earlier call did: for a service thread that whichever of
     /// several callers comes first starts. Safe to call from any thread, unlike `start`.
+    /// A caller that comes while another creates the thread yields until it is done (a
+    /// `pthread_create`), and tries again itself if that one failed.
     public func startIfNeeded(_ body: @escaping @Sendable (RealtimeThread) -> Void) throws(StartError) {
-        try startedOnDemand.withLock { (started: inout Bool) throws(StartError) in
-            guard !started else { return }
-            try start(body)
-            started = true
+        while true {
+            switch startOnDemand.compareExchange(expected: 0, desired: 1, ordering: .acquiringAndReleasing) {
+            case (true, _):
+                do throws(StartError) {
+                    try start(body)
+                } catch {
+                    startOnDemand.store(0, ordering: .releasing)
+                    throw error
+                }
+                startOnDemand.store(2, ordering: .releasing)
+                return
+            case (false, 2):
+                return
+            default:
+                sched_yield()
+            }
         }
     }
 

@@ -1,4 +1,6 @@
+import Dispatch
 import Glibc
+import Synchronization
 import Testing
 
 @testable import TetherRealtime
@@ -175,5 +177,25 @@ struct WakeupTests {
         #expect(started.wait(untilMonotonicNanoseconds: MonotonicClock.nanoseconds() + 5_000_000_000))
         #expect(t.scheduling != .notStarted)
         t.stop()
+    }
+
+    @Test func startIfNeededFromManyThreadsStartsOneThread() throws {
+        let thread = RealtimeThread(name: "start-once", realtimePriority: 0)
+        let bodies = Atomic<Int>(0)
+        let failures = Atomic<Int>(0)
+        DispatchQueue.concurrentPerform(iterations: 8) { _ in
+            do throws(RealtimeThread.StartError) {
+                try thread.startIfNeeded { t in
+                    bodies.add(1, ordering: .relaxed)
+                    while !t.isStopRequested { usleep(1000) }
+                }
+            } catch {
+                failures.add(1, ordering: .relaxed)
+            }
+        }
+        thread.stop()
+        #expect(failures.load(ordering: .relaxed) == 0)
+        #expect(bodies.load(ordering: .relaxed) == 1)
+        #expect(thread.scheduling == .normal)
     }
 }
