@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Installs the Debian packages Tether needs, only when some are missing.
 # Safe to run repeatedly; needs root (or sudo) only when something is missing.
+# Quiet: one line per step on stderr; apt's own output goes to a log file that is
+# printed only when a step fails.
 set -euo pipefail
 
 PACKAGES=(
     pkg-config
     libopus-dev libsrtp2-dev libnice-dev libasound2-dev libpulse-dev   # C libraries (CModules/)
-    pulseaudio pulseaudio-utils alsa-utils libasound2-plugins                      # user-space audio devices for device tests
-    sox                                                               # audio checks in tests and tools
-    iproute2                                                          # network-namespace fault tests
+    pulseaudio pulseaudio-utils alsa-utils libasound2-plugins           # user-space audio devices for device tests
+    sox                                                                 # audio checks in tests and tools
+    iproute2                                                            # network-namespace fault tests
 )
 
 missing=()
@@ -22,9 +24,24 @@ if ((${#missing[@]} == 0)); then
     exit 0
 fi
 
-echo "setup: installing ${missing[*]}" >&2
 SUDO=""
 if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+LOG="${TETHER_SETUP_LOG:-${TMPDIR:-/tmp}/tether-setup-apt.log}"
+: >"$LOG"
+
+step() {
+    local what="$1"
+    shift
+    echo "setup: $what" >&2
+    if ! "$@" >>"$LOG" 2>&1; then
+        echo "setup: failed: $what (apt's log, $LOG):" >&2
+        tail -n 60 "$LOG" >&2
+        exit 1
+    fi
+}
+
+step "updating the package lists" $SUDO apt-get update -q
+step "installing ${missing[*]}" $SUDO apt-get install -y -q --no-install-recommends \
+    -o Dpkg::Use-Pty=0 "${missing[@]}"
+echo "setup: done (apt's log: $LOG)" >&2
