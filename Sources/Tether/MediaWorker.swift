@@ -54,11 +54,17 @@ final class MediaWorker: @unchecked Sendable {
     private let thread = RealtimeThread(name: "tether-media", realtimePriority: MediaWorker.realtimePriority)
     /// No thread: whoever created the worker runs its passes (`serviceOnce`), on its own thread.
     private let driven: Bool
+    /// The `now` each pass gives its loops.
+    private let clock: MonotonicTimeSource
 
-    /// - Parameter driven: for tests: the worker starts no thread; the caller runs its passes
-    ///   with `serviceOnce(waitingUntil:)` (removing a loop runs them too).
-    init(driven: Bool = false) {
+    /// - Parameters:
+    ///   - driven: for tests: the worker starts no thread; the caller runs its passes with
+    ///     `serviceOnce(waitingUntil:)` (removing a loop runs them too).
+    ///   - clock: the `now` of every pass (for tests: a clock the test advances, the same one
+    ///     that stamps the arrivals of the loops' datagrams).
+    init(driven: Bool = false, clock: MonotonicTimeSource = MonotonicClock.system) {
         self.driven = driven
+        self.clock = clock
     }
 
     /// The scheduling the worker thread got.
@@ -121,15 +127,15 @@ final class MediaWorker: @unchecked Sendable {
             // read, so a signal that arrives after this point wakes the next pass.
             wakeup.drain()
         }
-        var next = MonotonicClock.nanoseconds() + 1_000_000_000
+        var next = clock() + 1_000_000_000
         // Playout first for every loop (decoding is cheap), then the encodes: the last loop's
         // playback device gets its frame as soon as the first one's.
         slots.visit(
-            active: { loop in loop.receiveAndPlay(now: MonotonicClock.nanoseconds()) },
+            active: { loop in loop.receiveAndPlay(now: clock()) },
             last: { loop in loop.finishOnWorker() })
         slots.visit(
             active: { loop in
-                let now = MonotonicClock.nanoseconds()
+                let now = clock()
                 loop.sendAndReport(now: now)
                 next = min(next, loop.nextDeadline(now: now))
             },

@@ -15,6 +15,8 @@ struct ICEHotPathContext {
     /// Datagrams libnice refused to send (no selected pair yet, or a failed path). Written on the
     /// GLib thread, read by the media loop: relaxed is enough, it is a counter and carries no data.
     var sendFailures: UnsafeMutablePointer<Atomic<Int>>
+    /// Stamps received datagrams' arrival (`MonotonicClock.system` unless a test gives its own).
+    var arrivalClock: MonotonicTimeSource
 }
 
 /// Where the media thread sends on its own: the selected pair's local UDP socket and the remote
@@ -78,8 +80,11 @@ public final class ICETransport: @unchecked Sendable {
     ///   - receiveRing: where received datagrams go (producer: the GLib thread).
     ///   - receiveWakeup: signalled after each received datagram.
     ///   - eventHandler: called on the GLib thread for every `ICETransportEvent`.
+    ///   - arrivalClock: stamps each received datagram's arrival (called on the GLib thread); tests
+    ///     that drive media loops on a clock of their own pass it here too.
     public init(
         configuration: ICETransportConfiguration, receiveRing: PacketRing, receiveWakeup: Wakeup,
+        arrivalClock: MonotonicTimeSource = MonotonicClock.system,
         eventHandler: @escaping @Sendable (ICETransportEvent) -> Void
     ) throws(ICETransportError) {
         self.configuration = configuration
@@ -140,7 +145,8 @@ public final class ICETransport: @unchecked Sendable {
         hot.initialize(
             to: ICEHotPathContext(
                 agent: a, streamID: stream, receiveRing: .passRetained(receiveRing), receiveWakeup: .passRetained(receiveWakeup),
-                sendRing: .passRetained(sendRing), sendEventFD: fd, sendFailures: failures))
+                sendRing: .passRetained(sendRing), sendEventFD: fd, sendFailures: failures,
+                arrivalClock: arrivalClock))
 
         let me = Unmanaged.passUnretained(self).toOpaque()
         _ = CNice_connect_gathering_done(a, iceGatheringDone, me)
@@ -502,7 +508,7 @@ private func iceReceive(
 ) {
     guard let userData, let buffer else { return }
     let hot = userData.assumingMemoryBound(to: ICEHotPathContext.self)
-    let now = MonotonicClock.nanoseconds()
+    let now = hot.pointee.arrivalClock()
     let pushed = hot.pointee.receiveRing._withUnsafeGuaranteedRef {
         $0.push(UnsafeRawBufferPointer(start: buffer, count: Int(length)), arrivalNanoseconds: now)
     }
