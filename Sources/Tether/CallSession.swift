@@ -372,6 +372,22 @@ public actor CallSession {
         finish(CallTerminationReason(cause: .localHangup, sipCode: sipCode, sipPhrase: sipPhrase), sendBye: true)
     }
 
+    /// Ends the call because of an error the embedder treats as final, for example a first offer or
+    /// answer that could not be negotiated (3001, 3002: `acceptOffer` and `applyAnswer` throw them
+    /// without touching the call, so the embedder may still try another description).
+    ///
+    /// Emits `.error` with the error marked terminal, then ends as `hangUp` does (RTCP BYE if media
+    /// ran) with cause `.error` carrying it, so observers learn the code from the events alone.
+    /// Idempotent; does nothing on a call already ending.
+    public func end(dueTo error: TetherError, sipCode: Int? = nil, sipPhrase: String? = nil) {
+        guard !state.isEnded, state != .ending else { return }
+        let terminal = TetherError(
+            code: error.code, isTerminal: true, canRetry: error.canRetry, message: error.message, cause: error.cause)
+        eventSink.yield(.error(terminal))
+        transition(to: .ending)
+        finish(CallTerminationReason(cause: .error, sipCode: sipCode, sipPhrase: sipPhrase, error: terminal), sendBye: true)
+    }
+
     /// Records that the peer hung up (the embedder learned it through signaling) and ends the call.
     public func remoteHungUp(sipCode: Int? = nil, sipPhrase: String? = nil) {
         guard !state.isEnded else { return }

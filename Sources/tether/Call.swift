@@ -7,21 +7,15 @@ struct Call: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "One side of a call. Signaling and reports are JSON lines on stdout; commands and the peer's lines on stdin.",
         discussion: """
-            Every line printed on stdout is one JSON object with a "type" field. Deliver every line verbatim
-            to the peer's stdin (by any transport); each side ignores the types it does not use.
+            Every line printed on stdout is one JSON object with a "type" field. Deliver every line verbatim to the peer's stdin (by any transport); each side ignores the types it does not use. Human-readable logs go to stderr.
 
-            Printed: {"type":"offer","sdp":…,"restart":bool}  {"type":"answer","sdp":…,"restart":bool}
-                     {"type":"state","state":"established","seconds":1.234[,"cause":…,"causeCode":…,"sipCode":…]}
-                     {"type":"error","code":1004,"terminal":true,"retryable":true,"message":…}
-                     {"type":"statistics",…}  {"type":"pair","local":…,"remote":…}
-            Read:    the peer's "offer" and "answer" lines; {"type":"hangup"} (or the word hangup),
-                     {"type":"mute"} / {"type":"unmute"} (or the words); end of input hangs up.
-            Human-readable logs go to stderr.
+            Printed types: offer and answer (sdp, restart); state (state, seconds, and on ended: cause, causeCode, sipCode, errorCode); error (code, terminal, retryable, message); statistics; pair (local, remote, localType, remoteType); outbound (disrupted); device (direction, event).
 
-            Exit codes: 0 the call ended by a hang-up (either side); 1 bad usage or configuration;
-            2 negotiation failed (a description was malformed or incompatible); 3 media timeout (gave up
-            after the reconnection budget); 4 the call never connected (ICE failure or set-up timeout);
-            5 another terminal error.
+            Read on stdin: the peer's offer and answer lines; {"type":"hangup"} (optionally with sipCode and sipPhrase), {"type":"mute"}, {"type":"unmute"}, or the bare words hangup, mute, unmute. End of input hangs up.
+
+            A first offer or answer that cannot be negotiated prints an error line with its code (3001 malformed, 3002 incompatible) and ends the call with cause "error" and that errorCode; a bad restart description prints a non-terminal error line and the call goes on.
+
+            Exit codes: 0 the call ended by a hang-up (either side); 1 bad usage or configuration; 2 negotiation failed (a description was malformed or incompatible); 3 media timeout (gave up after the reconnection budget); 4 the call never connected (ICE failure or set-up timeout); 5 another terminal error.
             """)
 
     @Option(help: "offer (sends the first offer; ICE-controlling) or answer (waits for an offer on stdin).")
@@ -92,11 +86,11 @@ struct Call: AsyncParsableCommand {
             do {
                 _ = try await session.makeOffer()  // printed through the events stream
             } catch {
-                Log.error("offer failed: \(error)")
-                await session.hangUp()
+                // Printed as an error line, and the ended line carries its code.
+                await session.end(dueTo: error)
             }
         }
-        let input = Task { await Self.readCommands(into: session, outcome: outcome) }
+        let input = Task { await Self.readCommands(into: session, outcome: outcome, output: output) }
         if let duration {
             Task {
                 try? await Task.sleep(for: .seconds(duration))
@@ -165,7 +159,7 @@ struct Call: AsyncParsableCommand {
     }
 
     /// Reads the peer's descriptions and the user's commands from stdin.
-    static func readCommands(into session: CallSession, outcome: CallOutcome) async {
+    static func readCommands(into session: CallSession, outcome: CallOutcome, output: JSONLineWriter) async {
         do {
             for try await line in StandardInputLines.stream() {
                 let trimmed = line.trimmingCharacters(in: .whitespaces)
@@ -185,10 +179,14 @@ struct Call: AsyncParsableCommand {
                 switch type {
                 case "offer":
                     guard let sdp = object["sdp"] as? String else { continue }
-                    do { _ = try await session.acceptOffer(sdp) } catch { Self.negotiationFailed(error, session: session, outcome: outcome) }
+                    do { _ = try await session.acceptOffer(sdp) } catch {
+                        await Self.negotiationFailed(error, session: session, outcome: outcome, output: output)
+                    }
                 case "answer":
                     guard let sdp = object["sdp"] as? String else { continue }
-                    do { try await session.applyAnswer(sdp) } catch { Self.negotiationFailed(error, session: session, outcome: outcome) }
+                    do { try await session.applyAnswer(sdp) } catch {
+                        await Self.negotiationFailed(error, session: session, outcome: outcome, output: output)
+                    }
                 case "hangup":
                     await session.hangUp(sipCode: object["sipCode"] as? Int, sipPhrase: object["sipPhrase"] as? String)
                 case "mute":
@@ -205,11 +203,16 @@ struct Call: AsyncParsableCommand {
         if !Task.isCancelled { await session.hangUp() }  // end of input
     }
 
-    static func negotiationFailed(_ error: TetherError, session: CallSession, outcome: CallOutcome) {
-        Log.error(error.description)
+    /// A description from the peer could not be used. The first offer or answer ends the call
+    /// (an `error` line with the code, then `ended` with cause `error` and `errorCode`, exit 2);
+    /// a later one (a restart) is reported as a non-terminal `error` line and the call goes on.
+    static func negotiationFailed(_ error: TetherError, session: CallSession, outcome: CallOutcome, output: JSONLineWriter) async {
         if session.state == .new {
             outcome.recordNegotiationFailure()
-            Task { await session.hangUp() }
+            await session.end(dueTo: error)  // the events stream prints the error and the ended lines
+        } else {
+            output.write(["type": "error", "code": error.code.rawValue, "terminal": false, "retryable": error.canRetry, "message": error.message])
+            Log.error(error.description)
         }
     }
 }

@@ -10,8 +10,7 @@ struct Demo: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Two CallSessions over real libnice on 127.0.0.1 with a test tone each way.",
         discussion: """
-            Prints a timeline of state changes while it runs, a statistics table at the end, and writes
-            each side's received audio to WAV (with the measured tone frequency and level).
+            Prints a timeline of state changes while it runs, a statistics table at the end, and writes each side's received audio to WAV (with the measured tone frequency and level).
             """)
 
     @Option(help: "How long the call lasts, in seconds.")

@@ -30,6 +30,29 @@ struct CallProcessTests {
         #expect(await a.waitForExit(timeoutSeconds: 10) == 1)
     }
 
+    /// A first offer Tether cannot use ends the call, and stdout says why: an `error` line with the
+    /// code (terminal), then `ended` with cause `error` and the same `errorCode`; exit code 2.
+    @Test(arguments: [
+        // A real Chromium offer: DTLS-SRTP only (no SDES).
+        ((try? String(contentsOfFile: fixturePath("interop/chromium/offer.sdp"), encoding: .utf8)) ?? "missing fixture", 3002),
+        ("v=0\r\no=- 1 1 IN IP4 0.0.0.0\r\nthis is not SDP\r\n", 3001),
+    ])
+    func anOfferThatCannotBeNegotiatedIsReportedOnStdoutWithItsCode(offer: String, code: Int) async throws {
+        let b = try CallProcess(name: "B", arguments: ["--role", "answer", "--local-address", "127.0.0.1", "--statistics-interval", "0"])
+        let line = try JSONSerialization.data(withJSONObject: ["type": "offer", "sdp": offer])
+        b.send(String(decoding: line, as: UTF8.self))
+        #expect(await b.waitForExit(timeoutSeconds: 20) == 2)
+        let error = b.objects.first { $0.object["type"] as? String == "error" }?.object
+        #expect(error?["code"] as? Int == code)
+        #expect(error?["terminal"] as? Bool == true)
+        #expect((error?["message"] as? String ?? "").isEmpty == false)
+        let ended = b.objects.last { $0.object["type"] as? String == "state" }?.object
+        #expect(ended?["state"] as? String == "ended")
+        #expect(ended?["cause"] as? String == "error")
+        #expect(ended?["causeCode"] as? Int == 5)
+        #expect(ended?["errorCode"] as? Int == code)
+    }
+
     /// Two namespaces joined by a veth pair; A's address changes mid-call (a network switch).
     @Test(.enabled(if: canMakeNetworkNamespaces, "needs root and iproute2"))
     func callSurvivesALocalAddressChangeInANetworkNamespace() async throws {
@@ -104,4 +127,10 @@ struct CallProcessTests {
         #expect(abs(f - 440) < 2, "received \(f) Hz after the change")
         #expect(abs(ToneAnalysis.rmsDBFS(tail) - -12) < 3)
     }
+}
+
+/// A file under Tests/Fixtures (real descriptions from other stacks, corpora).
+func fixturePath(_ relative: String) -> String {
+    URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("Fixtures").appendingPathComponent(relative).path
 }
