@@ -563,7 +563,9 @@ final class MediaLoop: @unchecked Sendable {
                 return conceal()
             }
         case .fecFromNext(let payload):
-            guard setup.usesFEC else { return conceal() }
+            // Rebuilt only when the next packet really holds LBRR for this frame (a peer whose
+            // encoder has FEC off sends none; libopus would conceal, and so do we, counted so).
+            guard setup.usesFEC, OpusPacket.hasLBRR(payload) else { return conceal() }
             do throws(OpusCodecError) {
                 _ = try setup.decoder.decodeFEC(from: payload, into: pcm)
                 concealmentFade.decoded()

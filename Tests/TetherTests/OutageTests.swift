@@ -22,7 +22,13 @@ final class RelayedCall: Sendable {
 
     private let log = Log()
 
-    init(policy: ReconnectionPolicy = ReconnectionPolicy(), configure: (inout CallConfiguration) -> Void = { _ in }) throws {
+    /// - Parameters:
+    ///   - configure: applied to both sides' configurations.
+    ///   - configureA: applied to A's alone, after `configure`.
+    init(
+        policy: ReconnectionPolicy = ReconnectionPolicy(), configure: (inout CallConfiguration) -> Void = { _ in },
+        configureA: (inout CallConfiguration) -> Void = { _ in }
+    ) throws {
         relay = try UDPImpairmentRelay()
         var ca = CallConfiguration(
             audioSource: TestSignalSource(frequencyHertz: 440), localAddresses: ["127.0.0.1"], rtcpIntervalSeconds: 1,
@@ -32,6 +38,7 @@ final class RelayedCall: Sendable {
             statisticsIntervalSeconds: 0, reconnection: policy)
         configure(&ca)
         configure(&cb)
+        configureA(&ca)
         a = try CallSession(configuration: ca)
         b = try CallSession(configuration: cb)
         let log = self.log
@@ -100,9 +107,11 @@ struct OutageTests {
 
     /// Random loss on the path: the peer's receiver reports carry it back, the sender raises its
     /// encoder's expected loss (keeping in-band FEC on), and the receiver rebuilds lost frames
-    /// from the next packet's FEC.
+    /// from the next packet's FEC. (A speaks a voiced signal: for a steady tone Opus sends no LBRR.)
     @Test func reportedLossRaisesTheSendersProtectionAndFECRebuildsFrames() async throws {
-        let call = try RelayedCall { $0.redundancyUnderHeavyLoss = false }
+        let call = try RelayedCall(
+            configure: { $0.redundancyUnderHeavyLoss = false },
+            configureA: { $0.audioSource = WAVFileSource(path: voicedSignalWAVPath, loop: true) })
         try await call.start()
         #expect(await call.when("A", enters: "established", timeoutSeconds: 5) != nil)
         #expect(call.a.statistics().encoderExpectedLossPercent == 0)  // the configured start: no loss seen yet
@@ -122,7 +131,10 @@ struct OutageTests {
         // from 20 %), up to B's maxaveragebitrate, which leaves that room above its own 32 kb/s.
         let bitrate = call.a.statistics().targetBitrateBitsPerSecond
         #expect(bitrate >= 56_000 && bitrate <= 64_000)
-        try await Task.sleep(for: .seconds(1))
+        // Wait (up to 6 s, for a loaded machine) for a loss whose successor carried its LBRR.
+        for _ in 0..<240 where call.b.statistics().framesRecoveredByFEC == 0 {
+            try await Task.sleep(for: .milliseconds(25))
+        }
         let b = call.b.statistics()
         #expect(b.framesRecoveredByFEC > 0, "B lost \(b.packetsLost), rebuilt \(b.framesRecoveredByFEC) from FEC")
         // What the listener hears is the loss FEC could not rebuild.
@@ -168,7 +180,10 @@ struct OutageTests {
 
     @Test func statisticsAgreeWithWhatTheRelayDropped() async throws {
         // Copies under heavy loss would make "lost" differ from "dropped" by design; off here.
-        let call = try RelayedCall { $0.redundancyUnderHeavyLoss = false }
+        // A speaks a voiced signal, so its packets carry LBRR once FEC is on.
+        let call = try RelayedCall(
+            configure: { $0.redundancyUnderHeavyLoss = false },
+            configureA: { $0.audioSource = WAVFileSource(path: voicedSignalWAVPath, loop: true) })
         try await call.start()
         #expect(await call.when("A", enters: "established", timeoutSeconds: 5) != nil)
         call.relay.updateImpairments { $0.lossPercent = 10 }
@@ -195,6 +210,27 @@ struct OutageTests {
         let expected = Double(b.packetsReceived + b.packetsLost)
         #expect(abs(b.heardLossPercent - 100 * Double(b.packetsLost - b.framesRecoveredByFEC) / expected) < 1e-9)
         #expect(b.duplicatePackets == 0)
+        await call.end()
+    }
+
+    /// A sender whose encoder has in-band FEC off (as baresip's default Opus): the packet after a
+    /// loss holds no LBRR, so nothing is counted as rebuilt from FEC; every lost frame is
+    /// concealed, and the loss the listener hears is the loss on the path.
+    @Test func withoutFECFromThePeerNoFrameIsCountedAsRebuilt() async throws {
+        let call = try RelayedCall(configure: { $0.redundancyUnderHeavyLoss = false }, configureA: { $0.opus.inBandFEC = false })
+        try await call.start()
+        #expect(await call.when("B", enters: "established", timeoutSeconds: 5) != nil)
+        call.relay.updateImpairments { $0.lossPercent = 10 }
+        try await Task.sleep(for: .seconds(4))
+        call.relay.updateImpairments { $0.lossPercent = 0 }
+        try await Task.sleep(for: .seconds(1))
+        let b = call.b.statistics()
+        #expect(b.packetsLost >= 10)
+        #expect(!call.a.statistics().encoderInBandFEC)
+        #expect(b.framesRecoveredByFEC == 0, "B lost \(b.packetsLost), counted \(b.framesRecoveredByFEC) rebuilt from FEC")
+        #expect(b.framesConcealed >= b.packetsLost)
+        let expected = Double(b.packetsReceived + b.packetsLost)
+        #expect(abs(b.heardLossPercent - 100 * Double(b.packetsLost) / expected) < 1e-9)
         await call.end()
     }
 

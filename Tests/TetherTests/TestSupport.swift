@@ -84,3 +84,23 @@ func connect(_ a: CallSession, _ b: CallSession) async throws {
     try await b.start()
     try await a.applyAnswer(try await b.acceptOffer(try await a.makeOffer()))
 }
+
+/// A WAV file (48 kHz mono, 4 s) of a voiced, speech-like signal: eight harmonics of a pitch that
+/// glides around 140 Hz, gated at a syllable rate. Opus's voice activity detector takes it for
+/// speech, so its encoder sends in-band FEC (LBRR) for it when FEC is on; a steady sine it takes
+/// for background after a moment, and then sends none.
+let voicedSignalWAVPath: String = {
+    let path = NSTemporaryDirectory() + "tether-voiced-\(getpid()).wav"
+    var samples = [Int16](repeating: 0, count: 4 * 48_000)
+    var phase = 0.0
+    for i in samples.indices {
+        let t = Double(i) / 48_000
+        phase += 2 * Double.pi * (140 + 40 * sin(2 * Double.pi * 0.7 * t)) / 48_000
+        let envelope = 0.55 + 0.45 * sin(2 * Double.pi * 4 * t)
+        var v = 0.0
+        for h in 1...8 { v += sin(Double(h) * phase) / Double(h) }
+        samples[i] = Int16(max(-32_767, min(32_767, 6000 * envelope * v)))
+    }
+    try? WAVFile.write(samples: samples, sampleRateHertz: 48_000, to: path)
+    return path
+}()
