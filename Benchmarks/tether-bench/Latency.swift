@@ -49,7 +49,7 @@ struct LatencyBench: AsyncParsableCommand {
                     "calibrationMs": r.calibrationMilliseconds, "captureOverruns": r.speaker.captureOverruns,
                     "playbackUnderruns": r.listener.playbackUnderruns, "captureThread": r.speaker.captureThreadScheduling,
                     "playbackThread": r.listener.playbackThreadScheduling, "mediaThread": r.speaker.mediaThreadScheduling,
-                    "jitterBufferMs": r.listener.jitterBufferDelayMilliseconds, "latenciesMs": r.latenciesMilliseconds,
+                    "jitterBufferMs": r.listener.jitterBufferDelayMilliseconds ?? NSNull(), "latenciesMs": r.latenciesMilliseconds,
                     "seconds": seconds,
                 ])
             }

@@ -93,7 +93,8 @@ struct QualityBench: AsyncParsableCommand {
         var framesDroppedForDelay: Int
         var playbackUnderruns: Int
         var heardLossPercent: Double
-        var jitterBufferDelayMilliseconds: Double
+        /// nil when the listener's jitter buffer had no figure (nothing buffered for 0.5 s).
+        var jitterBufferDelayMilliseconds: Double?
         var jitterBufferTargetMilliseconds: Double
         var meanOpinionScoreEstimate: Double?
         var pesq: Double? = nil
@@ -343,7 +344,8 @@ struct QualityBench: AsyncParsableCommand {
             let lost = fec.reduce(0) { $0 + max(0, $1.packetsLost) }
             let rebuilt = fec.reduce(0) { $0 + $1.framesRecoveredByFEC }
             let heard = fec.isEmpty ? 0 : fec.reduce(0) { $0 + $1.heardLossPercent } / Double(fec.count)
-            let delay = fec.isEmpty ? 0 : fec.reduce(0) { $0 + $1.jitterBufferDelayMilliseconds } / Double(fec.count)
+            let delays = fec.compactMap(\.jitterBufferDelayMilliseconds)
+            let delay = delays.isEmpty ? 0 : delays.reduce(0, +) / Double(delays.count)
             let target = fec.isEmpty ? 0 : fec.reduce(0) { $0 + $1.jitterBufferTargetMilliseconds } / Double(fec.count)
             line += String(
                 format: "%@ / %@ / %@",
@@ -370,9 +372,9 @@ struct QualityBench: AsyncParsableCommand {
                 "framesRecoveredByFEC": r.framesRecoveredByFEC, "framesConcealed": r.framesConcealed,
                 "framesInsertedForDelay": r.framesInsertedForDelay, "framesDroppedForDelay": r.framesDroppedForDelay,
                 "playbackUnderruns": r.playbackUnderruns,
-                "heardLossPercent": r.heardLossPercent, "jitterBufferDelayMs": r.jitterBufferDelayMilliseconds,
-                "jitterBufferTargetMs": r.jitterBufferTargetMilliseconds,
+                "heardLossPercent": r.heardLossPercent, "jitterBufferTargetMs": r.jitterBufferTargetMilliseconds,
             ]
+            if let delay = r.jitterBufferDelayMilliseconds { row["jitterBufferDelayMs"] = delay }
             if let p = r.pesq { row["pesqWB"] = p }
             if let m = r.meanOpinionScoreEstimate { row["eModelMOS"] = m }
             if let problem = r.problem { row["problem"] = problem }

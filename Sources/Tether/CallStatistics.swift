@@ -63,8 +63,9 @@ public struct CallStatistics: Sendable, Equatable {
 
     // MARK: Playout
     /// Current jitter-buffer delay in milliseconds: how long after its arrival the fastest
-    /// recent packet is played (later packets wait less).
-    public var jitterBufferDelayMilliseconds: Double
+    /// recent packet is played (later packets wait less). `nil` before playout and while the peer
+    /// is silent (nothing buffered for half a second: an outage, hold): no packet has a delay then.
+    public var jitterBufferDelayMilliseconds: Double?
     /// The delay the jitter buffer aims at, in milliseconds (adaptive: from the arrivals' jitter
     /// and the loss; fixed: the configured value).
     public var jitterBufferTargetMilliseconds: Double
@@ -137,18 +138,25 @@ public struct CallStatistics: Sendable, Equatable {
     /// One-way delay the call adds on the network, in the jitter buffer and in the codec, in
     /// milliseconds: half the round-trip time, the jitter buffer's delay, one packet and Opus's
     /// 2.5 ms look-ahead. Device buffering is not included (`tether-bench latency` measures it).
-    public var estimatedOneWayDelayMilliseconds: Double {
-        (roundTripTimeMilliseconds ?? 0) / 2 + jitterBufferDelayMilliseconds + Double(packetTimeMilliseconds) + 2.5
+    /// `nil` while the jitter buffer has no delay figure (before playout, the peer silent).
+    public var estimatedOneWayDelayMilliseconds: Double? {
+        jitterBufferDelayMilliseconds.map { (roundTripTimeMilliseconds ?? 0) / 2 + $0 + Double(packetTimeMilliseconds) + 2.5 }
     }
 
     /// Transmission rating R of the simplified E-model (ITU-T G.107) from the estimated one-way
-    /// delay and the heard loss; `nil` until media has been received.
+    /// delay and the heard loss (over the call so far).
+    ///
+    /// It rates audio being heard from the peer, so it is `nil` when there is none: before media
+    /// has been received, and while the peer is silent (during a disruption, on hold), when the
+    /// jitter buffer has had nothing to play for half a second. A disruption is reported by the
+    /// call's state and `recovery`, not by a low score; the packets lost during it count in the
+    /// heard loss once media resumes (their gap is seen then).
     public var qualityRating: Double? {
-        guard packetsReceived > 0 else { return nil }
-        return EModel.opus.rating(oneWayDelayMilliseconds: estimatedOneWayDelayMilliseconds, lossPercent: heardLossPercent)
+        guard packetsReceived > 0, let delay = estimatedOneWayDelayMilliseconds else { return nil }
+        return EModel.opus.rating(oneWayDelayMilliseconds: delay, lossPercent: heardLossPercent)
     }
 
-    /// Estimated MOS (1…4.5) from `qualityRating`; `nil` until media has been received.
+    /// Estimated MOS (1…4.5) from `qualityRating`; `nil` when that is (no audio being heard).
     public var meanOpinionScore: Double? { qualityRating.map(EModel.meanOpinionScore(rating:)) }
 
     /// Fraction of the packets the peer sent that we received, 0…1 (1 when nothing was expected).
@@ -179,7 +187,7 @@ struct MediaCounters: BitwiseCopyable {
     var srtpReplayFailures = 0
     var malformedPackets = 0
     var receiveQueueDrops = 0
-    var jitterBufferDelayMilliseconds = 0.0
+    var jitterBufferDelayMilliseconds: Double? = nil
     var jitterBufferTargetMilliseconds = 0.0
     var framesInsertedForDelay = 0
     var framesDroppedForDelay = 0

@@ -639,7 +639,7 @@ final class MediaLoop: @unchecked Sendable {
         stats.jitterMilliseconds = Double(reception.interarrivalJitter) / 48
         stats.sendFailures = localSendFailures + setup.transport.sendFailureCount + setup.transport.sendQueueDropCount
         let jb = jitterBuffer.statistics
-        stats.jitterBufferDelayMilliseconds = Double(jb.playoutDelayMilliseconds)
+        stats.jitterBufferDelayMilliseconds = jb.playoutDelayMilliseconds.map(Double.init)
         stats.jitterBufferTargetMilliseconds = Double(jb.targetDelayMilliseconds)
         stats.framesDroppedForDelay = jb.driftDrops
         counters.write(stats)

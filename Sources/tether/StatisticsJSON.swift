@@ -11,7 +11,7 @@ enum StatisticsJSON {
             "jitterMs": s.jitterMilliseconds, "remotePacketsLost": s.remotePacketsLost, "remoteFractionLost": s.remoteFractionLost,
             "remoteJitterMs": s.remoteJitterMilliseconds, "srtpAuthFailures": s.srtpAuthenticationFailures,
             "srtpReplayFailures": s.srtpReplayFailures, "malformedPackets": s.malformedPackets,
-            "jitterBufferMs": s.jitterBufferDelayMilliseconds, "jitterBufferTargetMs": s.jitterBufferTargetMilliseconds,
+            "jitterBufferTargetMs": s.jitterBufferTargetMilliseconds,
             "framesInsertedForDelay": s.framesInsertedForDelay, "framesDroppedForDelay": s.framesDroppedForDelay,
             "latePackets": s.latePackets, "duplicatePackets": s.duplicatePackets, "rtcpPacketsSent": s.rtcpPacketsSent,
             "rtcpPacketsReceived": s.rtcpPacketsReceived, "sendFailures": s.sendFailures, "receiveQueueDrops": s.receiveQueueDrops,
@@ -26,6 +26,8 @@ enum StatisticsJSON {
             "restarts": s.recovery.restartCount,
         ]
         if let rtt = s.roundTripTimeMilliseconds { o["rttMs"] = rtt }
+        // Absent before playout and while the peer is silent (no packet has a delay then).
+        if let delay = s.jitterBufferDelayMilliseconds { o["jitterBufferMs"] = delay }
         if let mos = s.meanOpinionScore, let r = s.qualityRating {
             o["mos"] = mos
             o["rFactor"] = r

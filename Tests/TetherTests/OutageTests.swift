@@ -244,10 +244,21 @@ struct OutageTests {
         // state machine's tests, on a manual clock), the lower one catches a detector that fires early.
         #expect(seconds(cut, disruptedA) < 1.45 && seconds(cut, disruptedA) >= 0.9)
         #expect(seconds(cut, disruptedB) < 1.45 && seconds(cut, disruptedB) >= 0.9)
+        // While nothing arrives there is no audio to rate: no jitter-buffer delay, no MOS (the
+        // state says the call is disrupted), and no figure beyond what the buffer can hold.
+        let silent = call.b.statistics()
+        #expect(silent.jitterBufferDelayMilliseconds == nil, "B's jitter buffer during the outage: \(String(describing: silent.jitterBufferDelayMilliseconds)) ms")
+        #expect(silent.meanOpinionScore == nil)
         try await Task.sleep(until: .now + .milliseconds(1500 - Int(seconds(cut, MonotonicClock.nanoseconds()) * 1000)))
         let back = MonotonicClock.nanoseconds()
         call.relay.blackHole(false)
         let restoredA = try #require(await call.when("A", enters: "established", since: back, timeoutSeconds: 3))
+        // Media again: a delay figure within the buffer's bounds, and a score (after the next
+        // publication of the counters, every 100 ms).
+        try await Task.sleep(for: .milliseconds(300))
+        let resumed = call.b.statistics()
+        #expect(resumed.jitterBufferDelayMilliseconds.map { $0 <= 220 } == true, "B's jitter buffer after the outage: \(String(describing: resumed.jitterBufferDelayMilliseconds)) ms")
+        #expect(resumed.meanOpinionScore != nil)
         #expect(seconds(back, restoredA) < 1.0)  // before renewal would begin (3 s after the cut)
         #expect(!call.states("A").contains("renewingMedia"))
         let recovery = call.a.statistics().recovery

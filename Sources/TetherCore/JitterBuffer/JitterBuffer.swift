@@ -118,6 +118,12 @@ public final class JitterBuffer {
     private var expectedSequence: Int64 = 0
     /// Pulls answered while the buffer was empty since the last stored packet, in frames.
     private var stalledFrames: Int64 = 0
+    /// The last pull that found packets buffered (0: none yet).
+    private var lastBufferedPullNanoseconds: UInt64 = 0
+    /// An empty buffer for this long means the peer is silent: the playout delay has no figure
+    /// (`JitterBufferStatistics.playoutDelayMilliseconds` is nil). Longer than Opus DTX's 400 ms
+    /// between packets, shorter than the 1 s disruption threshold.
+    public static let silentAfterNanoseconds: UInt64 = 500_000_000
     /// Consecutive pulls with buffered audio above target + margin.
     private var excessPulls = 0
     private var hasCandidate = false
@@ -386,6 +392,7 @@ public final class JitterBuffer {
         started = false
         hasCandidate = false
         stalledFrames = 0
+        lastBufferedPullNanoseconds = 0
         excessPulls = 0
         lastLossNanoseconds = 0
         lastLateNanoseconds = 0
@@ -507,7 +514,12 @@ public final class JitterBuffer {
         let lossy = lastLossNanoseconds != 0 && now &- lastLossNanoseconds < lossMemoryNanoseconds
         let required = guardNanoseconds + (lossy ? frameNanoseconds : 0)
         let desired = min(estimator.percentileTransitNanoseconds + required, lowest + maximumDelayNanoseconds)
-        counters.playoutDelayMilliseconds = Int(max(0, offset - lowest) / 1_000_000)
+        if scan.count > 0 {
+            counters.playoutDelayMilliseconds = Int(max(0, offset - lowest) / 1_000_000)
+            lastBufferedPullNanoseconds = now
+        } else if lastBufferedPullNanoseconds == 0 || now &- lastBufferedPullNanoseconds >= Self.silentAfterNanoseconds {
+            counters.playoutDelayMilliseconds = nil
+        }
         guard adaptive else { return .keep }
         counters.targetDelayMilliseconds = Int((desired - lowest + 999_999) / 1_000_000)
         let error = offset - desired

@@ -158,8 +158,11 @@ public struct JitterBufferStatistics: Sendable, Equatable {
     /// fixed target; with an adaptive one, the delay it aims to add to the fastest packets.
     public var targetDelayMilliseconds: Int = 0
     /// The delay playout currently adds to the fastest recent packets, in milliseconds: how long
-    /// after its arrival such a packet is pulled (later packets wait less). 0 before playout.
-    public var playoutDelayMilliseconds: Int = 0
+    /// after its arrival such a packet is pulled (later packets wait less). Measured at pulls that
+    /// find packets buffered; while the buffer is briefly empty it keeps the last figure.
+    /// `nil` before playout and once nothing has been buffered for `JitterBuffer.silentAfterNanoseconds`
+    /// (the peer is silent: an outage, hold): there is no packet whose delay it could be.
+    public var playoutDelayMilliseconds: Int?
     /// Mean time the played packets waited in the buffer, from arrival to pull, over the
     /// stream so far, in milliseconds (WebRTC's jitterBufferDelay / emitted count).
     public var meanWaitMilliseconds: Double = 0
