@@ -89,8 +89,13 @@ final class MediaLoop: @unchecked Sendable {
     private var reception = ReceptionStatistics()
     private var stats = MediaCounters()
     private var random = SystemRandomNumberGenerator()
-    /// Packets we could not protect or queue (the transport counts its own refusals).
+    /// Packets we could not protect (the transport counts the sends that failed).
     private var localSendFailures = 0
+    /// What the kernel took from our direct sends (what libnice sent from the queue, the
+    /// transport counts; `refreshSentCounts()` adds the two into `stats`).
+    private var directRTPPackets = 0
+    private var directRTPPayloadBytes = 0
+    private var directRTCPPackets = 0
 
     // RTP sender state.
     private var sequenceNumber: UInt16
@@ -421,7 +426,10 @@ final class MediaLoop: @unchecked Sendable {
         // Muted: the microphone's frame is replaced by silence, so packets (and the peer's
         // liveness view of us) keep flowing.
         if muted.load(ordering: .relaxed) { pcm.update(repeating: 0) }
-        guard sendsMedia.load(ordering: .relaxed) else {
+        // No candidate pair yet (or the stream is being replaced): nothing could leave, so nothing
+        // is encoded, protected or counted; the clock runs on, and the next packet that goes
+        // carries the marker, as after a DTX pause.
+        guard sendsMedia.load(ordering: .relaxed), setup.transport.hasPath else {
             rtpTimestamp &+= UInt32(frameSamples)
             lastFrameWasDTX = true
             return
@@ -455,16 +463,22 @@ final class MediaLoop: @unchecked Sendable {
         }
         if sendsRedundantCopies && redundantCopyLength > 0 {
             // The previous packet again, 20 ms after it (a short loss burst rarely takes both).
-            if setup.transport.send(UnsafeRawBufferPointer(rebasing: redundantCopy[0..<redundantCopyLength])) {
+            if setup.transport.send(UnsafeRawBufferPointer(rebasing: redundantCopy[0..<redundantCopyLength])).isAccepted {
                 stats.redundantCopiesSent += 1
             }
         }
-        if setup.transport.send(UnsafeRawBufferPointer(rebasing: packet[0..<length])) {
-            stats.packetsSent += 1
-            stats.bytesSent += payloadBytes
+        // Counted as sent when the kernel took it, or (through libnice) when libnice does; a
+        // refusal is counted by the transport, and a send with no path (the pair withdrawn since
+        // `hasPath`) is a lost packet, not a failure.
+        switch setup.transport.send(UnsafeRawBufferPointer(rebasing: packet[0..<length]), kind: .rtp(payloadBytes: payloadBytes)) {
+        case .sent:
+            directRTPPackets += 1
+            directRTPPayloadBytes += payloadBytes
             sentAnything = true
-        } else {
-            localSendFailures += 1
+        case .queued:
+            sentAnything = true
+        case .queueFull, .noPath, .failed:
+            break
         }
         if sendsRedundantCopies {
             redundantCopy.baseAddress!.copyMemory(from: packet.baseAddress!, byteCount: length)
@@ -477,7 +491,10 @@ final class MediaLoop: @unchecked Sendable {
     }
 
     private func sendRTCP(now: UInt64, bye: Bool) {
+        // Nowhere to send: no report is made (making one would start a new reporting interval).
+        guard setup.transport.hasPath else { return }
         var senderInfo: RTCPSenderInfo?
+        refreshSentCounts()
         if sentAnything {
             // The RTP time that corresponds to `now`: the last sent timestamp plus elapsed samples.
             let elapsedSamples = (now &- lastSentAtNanoseconds) &* 48 / 1_000_000
@@ -513,10 +530,8 @@ final class MediaLoop: @unchecked Sendable {
         }
         do throws(SRTPError) {
             let protected = try setup.outbound.protectRTCP(rtcpBuffer, length: length)
-            if setup.transport.send(UnsafeRawBufferPointer(rebasing: rtcpBuffer[0..<protected])) {
-                stats.rtcpPacketsSent += 1
-            } else {
-                localSendFailures += 1
+            if setup.transport.send(UnsafeRawBufferPointer(rebasing: rtcpBuffer[0..<protected]), kind: .rtcp) == .sent {
+                directRTCPPackets += 1
             }
         } catch {
             localSendFailures += 1
@@ -617,6 +632,7 @@ final class MediaLoop: @unchecked Sendable {
     /// Send and receive bitrates of the RTP payload (the encoder's output, as RTCP's octet
     /// counts) over the last whole second, updated once a second.
     private func updateBitrates(now: UInt64) {
+        refreshSentCounts()
         if bitrateWindowStart == 0 {
             bitrateWindowStart = now
             bytesSentAtWindowStart = stats.bytesSent
@@ -633,8 +649,18 @@ final class MediaLoop: @unchecked Sendable {
         bytesReceivedAtWindowStart = stats.bytesReceived
     }
 
+    /// Sets the sent counts in `stats`: the direct sends the kernel took and what libnice sent
+    /// from the queue.
+    private func refreshSentCounts() {
+        let queued = setup.transport.libniceSent
+        stats.packetsSent = directRTPPackets + queued.rtpPackets
+        stats.bytesSent = directRTPPayloadBytes + queued.rtpPayloadBytes
+        stats.rtcpPacketsSent = directRTCPPackets + queued.rtcpPackets
+    }
+
     /// Publishes the counters for `statistics()` readers.
     func publish() {
+        refreshSentCounts()
         stats.packetsLost = Int(reception.cumulativeLost)
         stats.jitterMilliseconds = Double(reception.interarrivalJitter) / 48
         stats.sendFailures = localSendFailures + setup.transport.sendFailureCount + setup.transport.sendQueueDropCount

@@ -12,11 +12,24 @@ struct ICEHotPathContext {
     var receiveWakeup: Unmanaged<Wakeup>
     var sendRing: Unmanaged<PacketRing>
     var sendEventFD: Int32
-    /// Datagrams libnice refused to send (no selected pair yet, or a failed path). Written on the
-    /// GLib thread, read by the media loop: relaxed is enough, it is a counter and carries no data.
-    var sendFailures: UnsafeMutablePointer<Atomic<Int>>
+    /// What became of the datagrams sent (see `ICESendCounters`).
+    var sendCounters: UnsafeMutablePointer<ICESendCounters>
     /// Stamps received datagrams' arrival (`MonotonicClock.system` unless a test gives its own).
     var arrivalClock: MonotonicTimeSource
+}
+
+/// Counts of what became of sent datagrams, kept where every thread that learns an outcome can
+/// add to them: the GLib thread for datagrams libnice sent or refused, the media thread for its
+/// direct sends. Relaxed: they are counters and carry no data.
+struct ICESendCounters: ~Copyable {
+    /// Datagrams libnice refused (`nice_agent_send` < 0).
+    let libniceFailures = Atomic<Int>(0)
+    /// Direct sends the kernel refused (`sendto` < 0).
+    let directFailures = Atomic<Int>(0)
+    /// RTP packets, their payload bytes, and RTCP packets libnice accepted from the queue.
+    let libniceRTPPackets = Atomic<Int>(0)
+    let libniceRTPPayloadBytes = Atomic<Int>(0)
+    let libniceRTCPPackets = Atomic<Int>(0)
 }
 
 /// Where the media thread sends on its own: the selected pair's local UDP socket and the remote
@@ -31,6 +44,47 @@ struct ICEDirectRoute {
     var fd: Int32
     /// Increases with every route published.
     var generation: Int
+    /// A candidate pair is selected on the current stream (false once the route is withdrawn
+    /// for a stream being replaced): without one there is nowhere to send.
+    var pairSelected: Bool
+}
+
+/// What a datagram is, for counting what libnice sends on the media thread's behalf.
+public enum ICEDatagramKind: Sendable, Equatable {
+    /// An RTP packet carrying `payloadBytes` bytes of media payload.
+    case rtp(payloadBytes: Int)
+    /// An RTCP packet.
+    case rtcp
+    /// Anything else.
+    case other
+
+    /// The tag carried through the send queue (the ring's 64-bit per-packet field).
+    var queueTag: UInt64 {
+        switch self {
+        case .rtp(let bytes): 1 << 32 | UInt64(UInt32(clamping: bytes))
+        case .rtcp: 2 << 32
+        case .other: 0
+        }
+    }
+}
+
+/// What `ICETransport.send` did with a datagram.
+public enum ICESendResult: Sendable, Equatable {
+    /// The kernel took it, on the selected pair's socket.
+    case sent
+    /// Queued for libnice (a TURN relay or TCP pair); `libniceSent` or `sendFailureCount`
+    /// counts what libnice then did with it.
+    case queued
+    /// The queue to libnice was full: dropped (counted in `sendQueueDropCount`).
+    case queueFull
+    /// No candidate pair is selected (yet, or while the stream is replaced): nothing was sent and
+    /// nothing is counted as a failure, since there was no path to fail on.
+    case noPath
+    /// The kernel refused it (counted in `sendFailureCount`).
+    case failed
+
+    /// The datagram left, or is on its way through libnice.
+    public var isAccepted: Bool { self == .sent || self == .queued }
 }
 
 /// One ICE stream with one component (RTP and RTCP multiplexed) over libnice.
@@ -139,13 +193,13 @@ public final class ICETransport: @unchecked Sendable {
         }
         sendEventFD = fd
         sendRing = PacketRing(slotCount: 128, maximumPacketBytes: 1500)
-        let failures = UnsafeMutablePointer<Atomic<Int>>.allocate(capacity: 1)
-        failures.initialize(to: Atomic(0))
+        let counters = UnsafeMutablePointer<ICESendCounters>.allocate(capacity: 1)
+        counters.initialize(to: ICESendCounters())
         hot = .allocate(capacity: 1)
         hot.initialize(
             to: ICEHotPathContext(
                 agent: a, streamID: stream, receiveRing: .passRetained(receiveRing), receiveWakeup: .passRetained(receiveWakeup),
-                sendRing: .passRetained(sendRing), sendEventFD: fd, sendFailures: failures,
+                sendRing: .passRetained(sendRing), sendEventFD: fd, sendCounters: counters,
                 arrivalClock: arrivalClock))
 
         let me = Unmanaged.passUnretained(self).toOpaque()
@@ -174,10 +228,23 @@ public final class ICETransport: @unchecked Sendable {
         close()
     }
 
-    /// Datagrams libnice refused to send so far.
-    public var sendFailureCount: Int { hot.pointee.sendFailures.pointee.load(ordering: .relaxed) }
+    /// Datagrams that failed to go out so far: refused by the kernel (direct sends) or by libnice.
+    /// Datagrams not sent for want of a selected pair are not failures (`ICESendResult.noPath`).
+    public var sendFailureCount: Int {
+        hot.pointee.sendCounters.pointee.libniceFailures.load(ordering: .relaxed)
+            + hot.pointee.sendCounters.pointee.directFailures.load(ordering: .relaxed)
+    }
     /// Datagrams dropped because the send queue was full.
     public var sendQueueDropCount: Int { sendRing.droppedBecauseFull + sendRing.droppedBecauseOversize }
+    /// What libnice accepted from the send queue: RTP packets, their payload bytes, RTCP packets
+    /// (direct sends are counted by their caller, which learns the outcome at once).
+    public var libniceSent: (rtpPackets: Int, rtpPayloadBytes: Int, rtcpPackets: Int) {
+        let c = hot.pointee.sendCounters
+        return (
+            c.pointee.libniceRTPPackets.load(ordering: .relaxed), c.pointee.libniceRTPPayloadBytes.load(ordering: .relaxed),
+            c.pointee.libniceRTCPPackets.load(ordering: .relaxed)
+        )
+    }
     /// Datagrams the media thread sent straight on the selected pair's socket.
     public var directSendCount: Int { directSends.load(ordering: .relaxed) }
 
@@ -292,37 +359,57 @@ public final class ICETransport: @unchecked Sendable {
         return skipped.count
     }
 
-    /// Sends one datagram: straight on the selected pair's socket when there is a direct route,
-    /// otherwise queued (copied) for the GLib thread. Returns `false` when the kernel refused it
-    /// or the queue is full.
+    /// Whether a candidate pair is selected on the current stream, so `send` has somewhere to
+    /// send. The media loop checks it before encoding and protecting a packet it could not send.
+    /// - Note: Media loop only. Never allocates or locks.
+    @inline(__always)
+    public var hasPath: Bool {
+        adoptRoute()?.pointee.pairSelected ?? false
+    }
+
+    /// Sends one datagram: straight on the selected pair's socket when there is a direct route;
+    /// through libnice (queued, copied, for the GLib thread) for a relayed or TCP pair; not at all
+    /// before a pair is selected (`.noPath`: libnice would refuse it, and that is no failure).
+    /// - Parameter kind: what the datagram is, so what libnice sends for us is counted as such.
     /// - Note: Media loop only. Never allocates or locks: an atomic load and a `sendto`, or a ring
     ///   push and an eventfd write.
     @inline(__always)
     @discardableResult
-    public func send(_ datagram: UnsafeRawBufferPointer) -> Bool {
+    public func send(_ datagram: UnsafeRawBufferPointer, kind: ICEDatagramKind = .other) -> ICESendResult {
+        guard let route = adoptRoute(), route.pointee.pairSelected else { return .noPath }
+        if route.pointee.fd >= 0 {
+            // `address` is the struct's first field: the route's address is the sockaddr's.
+            let sent = sendto(
+                route.pointee.fd, datagram.baseAddress, datagram.count, Int32(MSG_DONTWAIT),
+                UnsafeRawPointer(route).assumingMemoryBound(to: sockaddr.self), route.pointee.addressLength)
+            guard sent >= 0 else {
+                hot.pointee.sendCounters.pointee.directFailures.add(1, ordering: .relaxed)
+                return .failed
+            }
+            directSends.add(1, ordering: .relaxed)
+            return .sent
+        }
+        guard sendRing.push(datagram, arrivalNanoseconds: kind.queueTag) else { return .queueFull }
+        _ = eventfd_write(sendEventFD, 1)
+        return .queued
+    }
+
+    /// The newest published route, adopted by the media thread (older ones may then be freed).
+    /// - Note: Media loop only.
+    @inline(__always)
+    private func adoptRoute() -> UnsafeMutablePointer<ICEDirectRoute>? {
         let current = publishedRoute.load(ordering: .acquiring)
         if current != mediaRoute {
             mediaRoute = current
             if let current { adoptedGeneration.store(current.pointee.generation, ordering: .releasing) }
         }
-        if let route = mediaRoute, route.pointee.fd >= 0 {
-            // `address` is the struct's first field: the route's address is the sockaddr's.
-            let sent = sendto(
-                route.pointee.fd, datagram.baseAddress, datagram.count, Int32(MSG_DONTWAIT),
-                UnsafeRawPointer(route).assumingMemoryBound(to: sockaddr.self), route.pointee.addressLength)
-            guard sent >= 0 else { return false }
-            directSends.add(1, ordering: .relaxed)
-            return true
-        }
-        guard sendRing.push(datagram, arrivalNanoseconds: 0) else { return false }
-        _ = eventfd_write(sendEventFD, 1)
-        return true
+        return mediaRoute
     }
 
     /// Publishes the route to `remote`, the current selected pair's remote candidate (nil:
     /// withdraws the direct route). GLib thread.
     fileprivate func publishRoute(to remote: UnsafeMutablePointer<NiceCandidate>?) {
-        var route = ICEDirectRoute(address: sockaddr_storage(), addressLength: 0, fd: -1, generation: 0)
+        var route = ICEDirectRoute(address: sockaddr_storage(), addressLength: 0, fd: -1, generation: 0, pairSelected: remote != nil)
         if let remote, let socket = nice_agent_get_selected_socket(agent, streamID, 1) {
             // NULL for a relayed or TCP local candidate: those keep going through libnice.
             let fd = g_socket_get_fd(socket)
@@ -406,8 +493,8 @@ public final class ICETransport: @unchecked Sendable {
         hot.pointee.receiveRing.release()
         hot.pointee.receiveWakeup.release()
         hot.pointee.sendRing.release()
-        hot.pointee.sendFailures.deinitialize(count: 1)
-        hot.pointee.sendFailures.deallocate()
+        hot.pointee.sendCounters.deinitialize(count: 1)
+        hot.pointee.sendCounters.deallocate()
         hot.deinitialize(count: 1)
         hot.deallocate()
     }
@@ -525,11 +612,24 @@ private func iceSendReady(_ fd: gint, _ condition: GIOCondition, _ userData: gpo
     if fd >= 0 { _ = eventfd_read(fd, &value) }
     let agent = hot.pointee.agent
     let stream = hot.pointee.streamID
+    let counters = hot.pointee.sendCounters
     hot.pointee.sendRing._withUnsafeGuaranteedRef { ring in
-        while let sent = ring.pop({ buffer, _ in
-            nice_agent_send(agent, stream, 1, guint(buffer.count), buffer.baseAddress?.assumingMemoryBound(to: gchar.self))
+        while let (sent, tag) = ring.pop({ buffer, tag in
+            (nice_agent_send(agent, stream, 1, guint(buffer.count), buffer.baseAddress?.assumingMemoryBound(to: gchar.self)), tag)
         }) {
-            if sent < 0 { hot.pointee.sendFailures.pointee.add(1, ordering: .relaxed) }
+            guard sent >= 0 else {
+                counters.pointee.libniceFailures.add(1, ordering: .relaxed)
+                continue
+            }
+            switch tag >> 32 {
+            case 1:
+                counters.pointee.libniceRTPPackets.add(1, ordering: .relaxed)
+                counters.pointee.libniceRTPPayloadBytes.add(Int(tag & 0xFFFF_FFFF), ordering: .relaxed)
+            case 2:
+                counters.pointee.libniceRTCPPackets.add(1, ordering: .relaxed)
+            default:
+                break
+            }
         }
     }
     return 1  // G_SOURCE_CONTINUE

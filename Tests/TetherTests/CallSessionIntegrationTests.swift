@@ -61,6 +61,8 @@ struct CallSessionIntegrationTests {
         #expect(sa.deliveryRatio >= 0.95 && sb.deliveryRatio >= 0.95)
         #expect(sa.srtpAuthenticationFailures == 0 && sb.srtpAuthenticationFailures == 0)
         #expect(sa.malformedPackets == 0 && sb.malformedPackets == 0)
+        // Nothing is sent before a pair is selected, so a clean call has no send failure at all.
+        #expect(sa.sendFailures == 0 && sb.sendFailures == 0, "send failures: A \(sa.sendFailures), B \(sb.sendFailures)")
         #expect(sa.rtcpPacketsReceived >= 1 && sb.rtcpPacketsReceived >= 1)
         #expect(sa.codec == "opus/48000/2" && sa.srtpSuite == "AES_CM_128_HMAC_SHA1_80")
         // A plausible value in milliseconds (a unit or NTP-format slip would be off by orders of

@@ -234,6 +234,22 @@ struct OutageTests {
         await call.end()
     }
 
+    /// With no working path from the start (the relay drops everything, so ICE never selects a
+    /// pair), nothing is sent and nothing is counted: no packets or bytes "sent", no failures.
+    @Test func withoutACandidatePairNothingIsCountedAsSentOrFailed() async throws {
+        let call = try RelayedCall { $0.connectTimeoutSeconds = 30 }
+        call.relay.blackHole(true)
+        try await call.start()
+        #expect(await call.when("A", enters: "connecting", timeoutSeconds: 5) != nil)
+        try await Task.sleep(for: .seconds(2))
+        for s in [call.a.statistics(), call.b.statistics()] {
+            #expect(s.packetsSent == 0 && s.bytesSent == 0, "\(s.packetsSent) packets, \(s.bytesSent) bytes counted as sent")
+            #expect(s.sendFailures == 0, "\(s.sendFailures) send failures")
+            #expect(s.rtcpPacketsSent == 0)
+        }
+        await call.end()
+    }
+
     @Test func shortOutageIsDetectedAndRecoversWithoutRestart() async throws {
         let call = try RelayedCall()
         let cut = try await call.establishThenCut()
