@@ -144,6 +144,23 @@ struct SessionDescriptionTests {
         }
     }
 
+    /// A hostile megabyte line is quoted in at most ~120 bytes, with control characters escaped
+    /// (a message cannot flood a log or break a terminal), and the error keeps no more than 1 KiB.
+    @Test func aHugeOrControlCharacterLineIsQuotedShortAndEscaped() {
+        let huge = "o=- x\u{1B}[2J\u{07}" + String(repeating: "A", count: 1_000_000)
+        let text = Fixtures.baresipOffer.replacingOccurrences(of: "o=- 1234567890 2839047 IN IP4 192.168.1.20", with: huge)
+        let error = #expect(throws: SDPError.self) { try SessionDescription.parse(text) }
+        let message = error.map(String.init(describing:)) ?? ""
+        #expect(message.utf8.count < 400, "message of \(message.utf8.count) bytes")
+        #expect(message.contains("…"))
+        #expect(message.contains("\\u{1b}[2J\\u{7}"), "\(message)")
+        #expect(!message.unicodeScalars.contains { $0.value < 0x20 })
+        if case let .malformedLine(_, line, _) = error { #expect(line.utf8.count <= 4 * SDPError.quotedBytesKept) }
+        // Short text is quoted whole; quotes, backslashes and line breaks escaped.
+        #expect(SDPError.excerpt("a=x \"q\" \\ \r\n") == #"a=x \"q\" \\ \r\n"#)
+        #expect(SDPError.excerpt(String(repeating: "é", count: 100), limit: 10) == "ééééé…")
+    }
+
     @Test func mediaLineWithNonNumericPortIsMalformed() {
         let text = Fixtures.baresipOffer.replacingOccurrences(
             of: "m=audio 10000 RTP/SAVP", with: "m=audio port RTP/SAVP")

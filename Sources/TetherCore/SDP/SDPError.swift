@@ -50,7 +50,7 @@ public enum SDPError: Error, Equatable, Sendable, CustomStringConvertible {
     public var description: String {
         switch self {
         case let .malformedLine(number, line, reason):
-            return "SDP line \(number) is malformed (\(reason)): \"\(line)\""
+            return "SDP line \(number) is malformed (\(Self.excerpt(reason, limit: 200))): \"\(Self.excerpt(line))\""
         case let .missingRequiredLine(line):
             return "SDP is missing the required \(line) line"
         case .unsupportedVersion:
@@ -58,30 +58,64 @@ public enum SDPError: Error, Equatable, Sendable, CustomStringConvertible {
         case .noAudioMedia:
             return "SDP has no m=audio section"
         case let .unsupportedProfile(profile):
-            return "audio transport profile \(profile) is not supported (need RTP/SAVP or RTP/SAVPF with SDES)"
+            return "audio transport profile \(Self.excerpt(profile)) is not supported (need RTP/SAVP or RTP/SAVPF with SDES)"
         case .noOpus:
             return "audio section does not offer opus/48000/2"
         case .missingICECredentials:
             return "no a=ice-ufrag/a=ice-pwd at media or session level"
         case let .invalidCandidate(line, reason):
-            return "invalid ICE candidate (\(reason)): \"\(line)\""
+            return "invalid ICE candidate (\(Self.excerpt(reason, limit: 200))): \"\(Self.excerpt(line))\""
         case let .noSupportedCrypto(offered):
             if offered.isEmpty { return "no a=crypto lines (SDES-SRTP is required)" }
-            return "none of the offered SRTP crypto suites is supported: \(offered.joined(separator: ", "))"
+            return "none of the offered SRTP crypto suites is supported: \(Self.excerpt(offered.joined(separator: ", ")))"
         case let .invalidCrypto(reason):
-            return "invalid a=crypto attribute: \(reason)"
+            return "invalid a=crypto attribute: \(Self.excerpt(reason, limit: 200))"
         case .rtcpMuxRequired:
             return "a=rtcp-mux is required"
         case let .answerDoesNotMatchOffer(reason):
-            return "SDP answer does not match our offer: \(reason)"
+            return "SDP answer does not match our offer: \(Self.excerpt(reason, limit: 200))"
         case .audioRejected:
             return "audio stream rejected (port 0)"
         }
     }
 
-    /// Builds `.malformedLine` with any inline SRTP key in `line` redacted.
+    /// Builds `.malformedLine` with any inline SRTP key in `line` redacted, and the line cut to
+    /// what a message can quote (a hostile description's megabyte line is not kept).
     static func malformed(_ number: Int, _ line: Substring, _ reason: String) -> SDPError {
-        .malformedLine(number: number, line: redactingKeyMaterial(String(line)), reason: reason)
+        let kept = line.utf8.count > quotedBytesKept ? line.prefix(quotedBytesKept) : line
+        return .malformedLine(number: number, line: redactingKeyMaterial(String(kept)), reason: reason)
+    }
+
+    /// How much of a quoted line an error keeps (more than `excerpt` shows, so the cut is visible).
+    static let quotedBytesKept = 1024
+
+    /// Text taken from a description, as messages quote it: control characters, quotes and
+    /// backslashes escaped (a quoted line cannot break a log line or a terminal), and at most
+    /// `limit` bytes of UTF-8 (about 120 by default), with "…" where it was cut.
+    public static func excerpt(_ text: some StringProtocol, limit: Int = 120) -> String {
+        var out = ""
+        var bytes = 0
+        for scalar in text.unicodeScalars {
+            let piece: String
+            switch scalar {
+            case "\r": piece = "\\r"
+            case "\n": piece = "\\n"
+            case "\t": piece = "\\t"
+            case "\"": piece = "\\\""
+            case "\\": piece = "\\\\"
+            default:
+                if scalar.value < 0x20 || scalar.value == 0x7F || (0x80...0x9F).contains(scalar.value) {
+                    piece = "\\u{" + String(scalar.value, radix: 16) + "}"
+                } else {
+                    piece = String(scalar)
+                }
+            }
+            let size = piece.utf8.count
+            guard bytes + size <= limit else { return out + "…" }
+            out += piece
+            bytes += size
+        }
+        return out
     }
 
     /// Replaces whatever follows each `inline:` (case-insensitive) up to the
