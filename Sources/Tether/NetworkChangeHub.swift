@@ -21,9 +21,14 @@ final class NetworkChangeHub: Sendable {
         let needsMonitor = state.withLock { $0.monitor == nil }
         var created: NetworkChangeMonitor?
         if needsMonitor {
+            // The hub is the process-wide `shared` instance and is never freed, so the monitor
+            // holds it strongly. A weak reference would buy nothing and would give the hub a
+            // weak-reference side table that nothing visibly points to (LeakSanitizer reports
+            // it as a leak at exit). The cycle hub → monitor → closure → hub is broken when the
+            // last subscriber leaves (`unsubscribe` stops and drops the monitor).
             created = try? NetworkChangeMonitor(
                 configuration: .init(debounceMilliseconds: 300),
-                onChange: { [weak self] change in self?.deliver(change) })
+                onChange: { change in self.deliver(change) })
             if created == nil { return nil }
         }
         var surplus: NetworkChangeMonitor?
