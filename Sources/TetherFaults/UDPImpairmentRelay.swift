@@ -387,12 +387,14 @@ final class RelayCore: Sendable {
     private func send(direction: RelayDirection, destination: UDPRelayEndpoint, bytes: UnsafeRawBufferPointer) {
         let sent = CTetherNet_udp4_send(
             egressSocket(direction), bytes.baseAddress, bytes.count, destination.address, destination.port)
+        let sentAt = CTetherNet_monotonic_nanoseconds()
         state.withLock { state in
             if sent < 0 {
                 state.statistics[direction].sendErrors += 1
             } else {
                 state.statistics[direction].packetsForwarded += 1
                 state.statistics[direction].bytesForwarded += UInt64(bytes.count)
+                state.statistics[direction].lastForwardedNanoseconds = sentAt
             }
         }
     }

@@ -31,6 +31,9 @@ public struct UDPRelayDirectionStatistics: Sendable, Equatable, Codable {
     public var sendErrors: UInt64 = 0
     /// Times the ingress peer's source address differed from the one remembered.
     public var peerAddressChanges: UInt64 = 0
+    /// When the last datagram (or copy) left the egress socket: `CLOCK_MONOTONIC` nanoseconds
+    /// (the clock of `MonotonicClock`), 0 before the first.
+    public var lastForwardedNanoseconds: UInt64 = 0
 
     /// All counters zero.
     public init() {}

@@ -214,11 +214,12 @@ final class PulseEventRecorder: Sendable {
     }
 }
 
-/// A media-loop-like producer for a playback endpoint: keeps up to four frames of a continuous
-/// sine (or silence) in the ring, topping it up whenever the sink signals.
+/// A media-loop-like producer for a playback endpoint: keeps up to six frames of a continuous
+/// sine (or silence) in the ring (of the default eight), topping it up whenever the sink signals.
+/// These tests do not measure latency, so the queue is deep enough for a loaded machine.
 final class PulseTestFeeder: Sendable {
     /// Realtime, as a media thread feeding a device is: at SCHED_OTHER on a busy machine it can be
-    /// starved past the ring's four frames, and an underrun inside the analysed window moves the
+    /// starved past the frames it queued, and an underrun inside the analysed window moves the
     /// measured frequency (753 Hz for 750 was seen once in a full run).
     private let thread = RealtimeThread(name: "pa-test-feed", realtimePriority: 10)
     private let endpoint: AudioEndpoint
@@ -240,7 +241,7 @@ final class PulseTestFeeder: Sendable {
             var frame = [Int16](repeating: 0, count: samplesPerFrame)
             var sampleIndex = 0
             while !thread.isStopRequested {
-                while endpoint.ring.availableToRead < 4 * samplesPerFrame,
+                while endpoint.ring.availableToRead < 6 * samplesPerFrame,
                     endpoint.ring.availableToWrite >= samplesPerFrame
                 {
                     for i in 0..<samplesPerFrame {

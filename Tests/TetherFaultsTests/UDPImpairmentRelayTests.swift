@@ -154,10 +154,16 @@ struct UDPImpairmentRelayTests {
             #expect(TestPeer.sequence(of: received.bytes) == sequence)
             delaysMilliseconds.append(Double(arrived - sent) / 1e6)
         }
-        let minimum = delaysMilliseconds.min() ?? 0
-        let maximum = delaysMilliseconds.max() ?? 0
+        // Never early (the property under test), and about on time: a relay that held datagrams
+        // twice as long would read 100 ms. The margins are for a loaded machine (each sample
+        // includes two thread wake-ups).
+        let sorted = delaysMilliseconds.sorted()
+        let minimum = sorted.first ?? 0
+        let median = sorted[sorted.count / 2]
+        let maximum = sorted.last ?? 0
         #expect(minimum >= 50, "min \(minimum) ms")
-        #expect(maximum <= 50 + 100, "max \(maximum) ms")
+        #expect(median <= 50 + 45, "median \(median) ms")
+        #expect(maximum <= 50 + 400, "max \(maximum) ms")
         #expect(relay.statistics().aToB.delayed == 20)
     }
 
@@ -210,10 +216,11 @@ struct UDPImpairmentRelayTests {
     @Test func scheduledOutageDropsForItsDurationThenHeals() throws {
         let (relay, a, b) = try makeRelay()
         defer { relay.stop() }
+        // The outage runs from the scheduling call, so nothing can pass before start + 0.3 s.
+        let start = CTetherNet_monotonic_nanoseconds()
         relay.scheduleOutage(afterSeconds: 0, forSeconds: 0.3)
         a.send(sequence: 1, toPort: relay.portA)
         #expect(waitUntil { relay.statistics().aToB.droppedByBlackHole == 1 })
-        let start = CTetherNet_monotonic_nanoseconds()
         // Probe every 10 ms until one datagram passes: the outage ends by itself.
         var healed = false
         var probe: UInt32 = 100
@@ -223,7 +230,7 @@ struct UDPImpairmentRelayTests {
             healed = b.receive(timeoutMilliseconds: 10) != nil
         }
         #expect(healed)
-        #expect(Double(CTetherNet_monotonic_nanoseconds() - start) / 1e9 >= 0.2)
+        #expect(Double(CTetherNet_monotonic_nanoseconds() - start) / 1e9 >= 0.3)
     }
 
     @Test func stopIsIdempotentAndClosesThePorts() throws {

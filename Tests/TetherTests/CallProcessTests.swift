@@ -112,9 +112,10 @@ struct CallProcessTests {
         let restartOffer = a.objects.last { $0.object["type"] as? String == "offer" && $0.object["restart"] as? Bool == true }
         let sdp = restartOffer?.object["sdp"] as? String ?? ""
         #expect(sdp.contains("10.201.0.11") && !sdp.contains("10.201.0.1 "))
-        try await Task.sleep(for: .seconds(3))
-        // B may not even have noticed (A re-gathered within B's disruption threshold); either way it ends established.
-        #expect(b.states.last == "established", "B went \(b.states)")
+        // B may not even have noticed (A re-gathered within B's disruption threshold); either way
+        // it ends established. Then 2.5 s of steady media for the check of the recording's tail.
+        #expect(await waitUntil(timeoutSeconds: 10) { b.states.last == "established" }, "B went \(b.states)")
+        try await Task.sleep(for: .seconds(2.5))
         a.send("hangup")
         #expect(await a.waitForExit(timeoutSeconds: 10) == 0)
         #expect(await b.waitForExit(timeoutSeconds: 10) == 0)

@@ -69,9 +69,13 @@ struct CallSessionIntegrationTests {
         // magnitude); the margin holds on a loaded 2-core machine.
         let rtt = try #require(sa.roundTripTimeMilliseconds)
         #expect(rtt >= 0 && rtt < 250)
-        // A clean loopback call rates as excellent on the E-model (R ≈ 93 less ~2 for ~65 ms).
+        // A clean loopback call rates as good or better on the E-model (R ≈ 93 less ~2 for
+        // ~65 ms; on a loaded machine the jitter buffer grows, and with it the delay); a unit or
+        // format slip in its inputs would land near 1.
         let mos = try #require(sa.meanOpinionScore)
-        #expect(mos > 4.2 && mos <= 4.5, "MOS \(mos), R \(sa.qualityRating ?? -1)")
+        #expect(mos > 4.0 && mos <= 4.5, "MOS \(mos), R \(sa.qualityRating ?? -1)")
+        let oneWay = try #require(sa.estimatedOneWayDelayMilliseconds)
+        #expect(oneWay > 20 && oneWay < 250, "one-way delay \(oneWay) ms")
         #expect(sa.heardLossPercent < 5)
         // Payload bitrates: what the encoder makes (32 kb/s target, VBR) arrives at the same rate.
         #expect(sa.sendBitrateBitsPerSecond > 8_000 && sa.sendBitrateBitsPerSecond < 64_000, "sent \(sa.sendBitrateBitsPerSecond) b/s")
@@ -82,7 +86,13 @@ struct CallSessionIntegrationTests {
             let (samples, rate) = try WAVFile.read(path: dir + file)
             #expect(rate == 48_000)
             #expect(samples.count > rate * 2)
-            let body = Array(samples[(rate / 2)..<(samples.count - rate / 4)])
+            // From 0.5 s after the tone first arrives (the sink starts before ICE connects, and
+            // on a loaded machine the first audio can be late), to just before the hang-up.
+            let first = try #require(
+                stride(from: 0, to: samples.count - 960, by: 960).first {
+                    ToneAnalysis.rmsDBFS(Array(samples[$0..<($0 + 960)])) > -30
+                })
+            let body = Array(samples[(first + rate / 2)..<(samples.count - rate / 4)])
             let f = try #require(ToneAnalysis.dominantFrequencyHertz(body, sampleRateHertz: rate, searchRange: 100...2000))
             #expect(abs(f - expected) < 2, "\(file): \(f) Hz, expected \(expected)")
             let level = ToneAnalysis.rmsDBFS(body)
@@ -190,9 +200,18 @@ struct CallSessionLifetimeTests {
             try await a.applyAnswer(try await b.acceptOffer(try await a.makeOffer()))
             #expect(await rb.waitFor("established", timeoutSeconds: 5) != nil)
         }
-        // A is gone (no hang-up): its media stopped, so B's statistics stop growing.
-        try await Task.sleep(for: .milliseconds(500))
-        let first = b.statistics().packetsReceived
+        // A is gone (no hang-up): its media stopped, so B's statistics stop growing. Wait until two
+        // reads 300 ms apart agree (a loaded machine may take a while to tear A down), then check
+        // nothing more arrives for another 500 ms.
+        var first = b.statistics().packetsReceived
+        var settled = false
+        for _ in 0..<17 where !settled {
+            try await Task.sleep(for: .milliseconds(300))
+            let now = b.statistics().packetsReceived
+            settled = now == first
+            first = now
+        }
+        #expect(settled, "B still receives 5 s after A was dropped")
         try await Task.sleep(for: .milliseconds(500))
         #expect(b.statistics().packetsReceived == first)
         await b.hangUp()

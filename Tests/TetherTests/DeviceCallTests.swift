@@ -193,13 +193,11 @@ struct DeviceCallTests {
         #expect(await rb.waitFor("established", timeoutSeconds: 5) != nil)
         #expect(ourSourceOutputs() == 1)
         await a.setMuted(true)
-        try await Task.sleep(for: .milliseconds(300))
-        #expect(ourSourceOutputs() == 0)  // the microphone is really released
+        #expect(await waitUntil(timeoutSeconds: 5) { ourSourceOutputs() == 0 })  // the microphone is really released
         try await Task.sleep(for: .seconds(2))
         #expect(!rb.stateNames.contains("mediaDisrupted"))
         await a.setMuted(false)
-        try await Task.sleep(for: .milliseconds(500))
-        #expect(ourSourceOutputs() == 1)
+        #expect(await waitUntil(timeoutSeconds: 5) { ourSourceOutputs() == 1 })
         await a.hangUp()
         await b.hangUp()
     }

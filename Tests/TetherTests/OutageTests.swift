@@ -160,19 +160,28 @@ struct OutageTests {
             try await Task.sleep(for: .milliseconds(25))
         }
         #expect(copying)
-        let before = (b: call.b.statistics(), relay: call.relay.statistics().aToB)
-        try await Task.sleep(for: .seconds(4))
+        // Counted over a window closed by what happened, not by the clock: until the relay has
+        // dropped 100 RTP datagrams (about 4 s at 50 packets a second, twice, 25 % dropped).
+        let before = (b: call.b.statistics(), relay: call.relay.statistics().aToB, copies: call.a.statistics().redundantCopiesSent)
+        let windowClosed = await waitUntil(timeoutSeconds: 30) {
+            call.relay.statistics().aToB.rtpDroppedByLoss - before.relay.rtpDroppedByLoss >= 100
+        }
+        try #require(windowClosed)
         let b = call.b.statistics()
         let relay = call.relay.statistics().aToB
         let a = call.a.statistics()
-        #expect(a.sendsRedundantCopies && a.redundantCopiesSent >= 150)
+        let copies = a.redundantCopiesSent - before.copies
+        #expect(a.sendsRedundantCopies && copies >= 100, "\(copies) copies sent while 100 datagrams were dropped")
         #expect(a.targetBitrateBitsPerSecond == 40_000)  // the base + 25 %, twice on the wire
         let dropped = Int(relay.rtpDroppedByLoss - before.relay.rtpDroppedByLoss)
         let lost = b.packetsLost - before.b.packetsLost
         // 25 % of the datagrams dropped; a packet is lost only when both copies were (~6 %).
-        #expect(dropped >= 80)
         #expect(lost * 2 < dropped, "B lost \(lost) packets of the \(dropped) datagrams the relay dropped")
-        #expect(b.duplicatePackets - before.b.duplicatePackets >= 100)
+        // Both copies of a packet arrive 56 % of the time while 0.5 datagrams per packet are
+        // dropped: about 1.1 duplicates per dropped datagram (half that is 8 standard deviations
+        // away); without copies there would be none.
+        let duplicates = b.duplicatePackets - before.b.duplicatePackets
+        #expect(duplicates * 2 >= dropped, "B saw \(duplicates) duplicates while the relay dropped \(dropped)")
         #expect(b.srtpReplayFailures == 0)  // copies never reach SRTP's replay check
         call.relay.updateImpairments { $0.lossPercent = 0 }
         await call.end()
@@ -187,14 +196,24 @@ struct OutageTests {
         try await call.start()
         #expect(await call.when("A", enters: "established", timeoutSeconds: 5) != nil)
         call.relay.updateImpairments { $0.lossPercent = 10 }
-        try await Task.sleep(for: .seconds(4))
+        // Loss until each direction has lost at least 20 RTP packets (about 4 s).
+        try #require(
+            await waitUntil(timeoutSeconds: 30) {
+                let r = call.relay.statistics()
+                return r.aToB.rtpDroppedByLoss >= 20 && r.bToA.rtpDroppedByLoss >= 20
+            })
         call.relay.updateImpairments { $0.lossPercent = 0 }
-        // Later packets close every gap; reports (every ~1 s, randomised ±50 %) carry the final counts.
-        try await Task.sleep(for: .seconds(3))
+        // Later packets close every gap; reports (every ~1 s, randomised ±50 %) carry the final
+        // counts: wait until both sides' reports agree with the relay (or 10 s), then check.
         let relay = call.relay.statistics()
+        _ = await waitUntil(timeoutSeconds: 10) {
+            let (a, b) = (call.a.statistics(), call.b.statistics())
+            return b.packetsLost == Int(relay.aToB.rtpDroppedByLoss) && a.packetsLost == Int(relay.bToA.rtpDroppedByLoss)
+                && a.remotePacketsLost == b.packetsLost && b.remotePacketsLost == a.packetsLost
+        }
+        // Read back to back: media keeps flowing while the snapshots are taken.
         let b = call.b.statistics()
         let a = call.a.statistics()
-        #expect(relay.aToB.rtpDroppedByLoss >= 10 && relay.bToA.rtpDroppedByLoss >= 10)
         // Each side's count of lost packets (RFC 3550 A.3) is exactly what the relay dropped.
         #expect(b.packetsLost == Int(relay.aToB.rtpDroppedByLoss))
         #expect(a.packetsLost == Int(relay.bToA.rtpDroppedByLoss))
@@ -202,8 +221,9 @@ struct OutageTests {
         #expect(a.remotePacketsLost == b.packetsLost)
         #expect(b.remotePacketsLost == a.packetsLost)
         // Nothing is counted twice: sent = received + lost (the counters are published every
-        // 100 ms, so the two sides' snapshots may be up to about five packets apart).
-        #expect(abs(a.packetsSent - (b.packetsReceived + b.packetsLost)) <= 12)
+        // 100 ms, so the two sides' snapshots may be up to about five packets apart, more when
+        // the machine is loaded; counting twice would be off by hundreds).
+        #expect(abs(a.packetsSent - (b.packetsReceived + b.packetsLost)) <= 25)
         // Every lost frame was rebuilt from FEC or concealed; what is heard lost is what FEC missed.
         #expect(b.framesRecoveredByFEC > 0 && b.framesRecoveredByFEC <= b.packetsLost)
         #expect(b.framesRecoveredByFEC + b.framesConcealed >= b.packetsLost)
@@ -221,11 +241,12 @@ struct OutageTests {
         try await call.start()
         #expect(await call.when("B", enters: "established", timeoutSeconds: 5) != nil)
         call.relay.updateImpairments { $0.lossPercent = 10 }
-        try await Task.sleep(for: .seconds(4))
+        try #require(await waitUntil(timeoutSeconds: 30) { call.relay.statistics().aToB.rtpDroppedByLoss >= 20 })
         call.relay.updateImpairments { $0.lossPercent = 0 }
-        try await Task.sleep(for: .seconds(1))
+        // Later packets close every gap: B's count reaches what the relay dropped.
+        let dropped = Int(call.relay.statistics().aToB.rtpDroppedByLoss)
+        #expect(await waitUntil(timeoutSeconds: 10) { call.b.statistics().packetsLost == dropped })
         let b = call.b.statistics()
-        #expect(b.packetsLost >= 10)
         #expect(!call.a.statistics().encoderInBandFEC)
         #expect(b.framesRecoveredByFEC == 0, "B lost \(b.packetsLost), counted \(b.framesRecoveredByFEC) rebuilt from FEC")
         #expect(b.framesConcealed >= b.packetsLost)
@@ -253,13 +274,18 @@ struct OutageTests {
     @Test func shortOutageIsDetectedAndRecoversWithoutRestart() async throws {
         let call = try RelayedCall()
         let cut = try await call.establishThenCut()
-        let disruptedA = try #require(await call.when("A", enters: "mediaDisrupted", since: cut, timeoutSeconds: 3))
-        let disruptedB = try #require(await call.when("B", enters: "mediaDisrupted", since: cut, timeoutSeconds: 3))
-        // Detection 1.0 s after the last packet: about 1.0–1.1 s after the cut (20 ms frames, 20 ms
-        // polling); the upper margin is for a loaded 2-core machine (the exact instants are the
-        // state machine's tests, on a manual clock), the lower one catches a detector that fires early.
-        #expect(seconds(cut, disruptedA) < 1.45 && seconds(cut, disruptedA) >= 0.9)
-        #expect(seconds(cut, disruptedB) < 1.45 && seconds(cut, disruptedB) >= 0.9)
+        let disruptedA = try #require(await call.when("A", enters: "mediaDisrupted", since: cut, timeoutSeconds: 5))
+        let disruptedB = try #require(await call.when("B", enters: "mediaDisrupted", since: cut, timeoutSeconds: 5))
+        // Detection 1.0 s after the last datagram that reached each side (the relay stamps what it
+        // forwards on the same monotonic clock): never earlier, which catches a detector that fires
+        // early; the upper margin is for a loaded 2-core machine (20 ms polling, the event's way to
+        // the test). The exact instants are the state machine's tests, on a manual clock.
+        let relay = call.relay.statistics()
+        let lastToA = relay.bToA.lastForwardedNanoseconds
+        let lastToB = relay.aToB.lastForwardedNanoseconds
+        #expect(lastToA > 0 && lastToB > 0)
+        #expect(seconds(lastToA, disruptedA) >= 1.0 && seconds(lastToA, disruptedA) < 1.6, "A: \(seconds(lastToA, disruptedA)) s after its last datagram")
+        #expect(seconds(lastToB, disruptedB) >= 1.0 && seconds(lastToB, disruptedB) < 1.6, "B: \(seconds(lastToB, disruptedB)) s after its last datagram")
         // While nothing arrives there is no audio to rate: no jitter-buffer delay, no MOS (the
         // state says the call is disrupted), and no figure beyond what the buffer can hold.
         let silent = call.b.statistics()
@@ -271,7 +297,7 @@ struct OutageTests {
         let restoredA = try #require(await call.when("A", enters: "established", since: back, timeoutSeconds: 3))
         // Media again: a delay figure within the buffer's bounds, and a score (after the next
         // publication of the counters, every 100 ms).
-        try await Task.sleep(for: .milliseconds(300))
+        #expect(await waitUntil(timeoutSeconds: 3) { call.b.statistics().meanOpinionScore != nil })
         let resumed = call.b.statistics()
         #expect(resumed.jitterBufferDelayMilliseconds.map { $0 <= 220 } == true, "B's jitter buffer after the outage: \(String(describing: resumed.jitterBufferDelayMilliseconds)) ms")
         #expect(resumed.meanOpinionScore != nil)
@@ -302,10 +328,8 @@ struct OutageTests {
         #expect(sa.recovery.disruptions.last?.outcome?.hasPrefix("renewed") == true)
         // Media really flows again after the restart, with the same SRTP keys.
         let before = sa.packetsReceived
-        try await Task.sleep(for: .milliseconds(500))
-        let after = call.a.statistics()
-        #expect(after.packetsReceived - before > 15)
-        #expect(after.srtpAuthenticationFailures == 0)
+        #expect(await waitUntil(timeoutSeconds: 5) { call.a.statistics().packetsReceived - before > 25 })
+        #expect(call.a.statistics().srtpAuthenticationFailures == 0)
         await call.end()
     }
 }

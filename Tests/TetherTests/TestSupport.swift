@@ -104,3 +104,16 @@ let voicedSignalWAVPath: String = {
     try? WAVFile.write(samples: samples, sampleRateHertz: 48_000, to: path)
     return path
 }()
+
+/// Polls `condition` every 10 ms until it holds or `timeoutSeconds` pass; returns whether it held.
+///
+/// For tests that wait for something to have happened: the deadline is a ceiling for a loaded
+/// machine, not a measurement, so a fast machine returns as soon as the condition holds.
+func waitUntil(timeoutSeconds: Double, _ condition: () -> Bool) async -> Bool {
+    let deadline = MonotonicClock.nanoseconds() + UInt64(timeoutSeconds * 1e9)
+    while true {
+        if condition() { return true }
+        if MonotonicClock.nanoseconds() >= deadline { return false }
+        try? await Task.sleep(for: .milliseconds(10))
+    }
+}
