@@ -79,6 +79,14 @@ struct Call: AsyncParsableCommand {
             output.write(["type": "error", "code": error.code.rawValue, "terminal": true, "retryable": error.canRetry, "message": error.message])
             throw ExitCode(1)
         }
+        let exitCode = try await Self.hold(session, role: role, duration: duration, output: output)
+        throw ExitCode(exitCode)
+    }
+
+    /// Runs the call until it ends and returns its exit code. Every task that holds the session
+    /// has finished when this returns, so the session is freed before the process exits (an ASan
+    /// build's leak check at exit then sees nothing of it).
+    static func hold(_ session: CallSession, role: Role, duration: Double?, output: JSONLineWriter) async throws -> Int32 {
         let outcome = CallOutcome()
         let reporter = Task { await Self.report(session.events, to: output, outcome: outcome) }
         try await session.start()
@@ -91,15 +99,18 @@ struct Call: AsyncParsableCommand {
             }
         }
         let input = Task { await Self.readCommands(into: session, outcome: outcome, output: output) }
-        if let duration {
+        let timer = duration.map { duration in
             Task {
                 try? await Task.sleep(for: .seconds(duration))
-                await session.hangUp()
+                if !Task.isCancelled { await session.hangUp() }
             }
         }
         await reporter.value
         input.cancel()
-        throw ExitCode(outcome.exitCode)
+        timer?.cancel()
+        await input.value
+        await timer?.value
+        return outcome.exitCode
     }
 
     func makeConfiguration() throws -> CallConfiguration {

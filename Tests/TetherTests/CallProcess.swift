@@ -40,6 +40,9 @@ final class CallProcess: @unchecked Sendable {
         let buffer = Mutex<Data>(Data())
         output.fileHandleForReading.readabilityHandler = { [weak self] handle in
             let chunk = handle.availableData
+            // End of output: stop watching, which lets Foundation cancel and free its dispatch
+            // source (left set, it keeps the handle and the process alive for ever).
+            if chunk.isEmpty { handle.readabilityHandler = nil }
             guard let self, !chunk.isEmpty else { return }
             let complete: [String] = buffer.withLock { data in
                 data.append(chunk)
