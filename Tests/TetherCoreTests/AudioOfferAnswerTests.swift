@@ -131,6 +131,22 @@ struct AudioOfferAnswerTests {
         #expect(negotiated.remoteCrypto.keyParameters[0].mki == SRTPMasterKeyIdentifier(value: 1, lengthBytes: 1))
     }
 
+    /// Found by fuzzing (Fuzz/regressions/sdp/repeated-crypto-tag-…): two lines with one tag are
+    /// ambiguous in an answer, so neither is chosen; a line with a tag of its own still is.
+    @Test func cryptoLinesSharingATagAreSkipped() throws {
+        let text = Fixtures.baresipOffer.replacingOccurrences(of: "a=crypto:3 AES_256_CM", with: "a=crypto:2 AES_256_CM")
+        #expect(throws: SDPError.noSupportedCrypto(offered: ["AES_CM_128_HMAC_SHA1_32", "AES_CM_128_HMAC_SHA1_80", "AES_256_CM_HMAC_SHA1_80"])) {
+            try AudioOfferAnswer.makeAnswer(to: try SessionDescription.parse(text), local: try Fixtures.localParameters())
+        }
+        let gcm = text.replacingOccurrences(
+            of: "a=crypto:1 AES_CM_128_HMAC_SHA1_32 inline:\(Fixtures.remoteKey32Base64)",
+            with: "a=crypto:7 AEAD_AES_128_GCM inline:\(Fixtures.gcm128Base64)")
+        let offer = try SessionDescription.parse(gcm)
+        let (answer, negotiated) = try AudioOfferAnswer.makeAnswer(to: offer, local: try Fixtures.localParameters())
+        #expect(negotiated.cryptoSuite == .AEAD_AES_128_GCM && negotiated.localCryptoTag == 7)
+        #expect(try AudioOfferAnswer.processAnswer(try SessionDescription.parse(answer.serialized()), to: offer).cryptoSuite == .AEAD_AES_128_GCM)
+    }
+
     @Test func mediaLevelICECredentialsWinOverSessionLevel() throws {
         let text = Fixtures.baresipOffer.replacingOccurrences(
             of: "a=rtcp-mux\r\n", with: "a=rtcp-mux\r\na=ice-ufrag:MEDIA\r\na=ice-pwd:mediapasswordmediapassword\r\n")

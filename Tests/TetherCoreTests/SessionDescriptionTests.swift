@@ -244,4 +244,36 @@ struct SessionDescriptionTests {
         // The wire form, of course, carries the key.
         #expect(sdp.serialized().contains("inline:\(Fixtures.remoteKey80Base64)"))
     }
+
+    /// Found by fuzzing (Fuzz/regressions/sdp/repeated-rtpmap-wrote-its-fmtp-twice).
+    @Test func aRepeatedRtpmapWritesItsFmtpOnceSoSerializingIsStable() throws {
+        let text = Fixtures.baresipOffer.replacingOccurrences(
+            of: "a=rtpmap:96 opus/48000/2\r\n", with: "a=rtpmap:96 opus/48000/2\r\na=rtpmap:96 opus/48000/2\r\n")
+        let sdp = try SessionDescription.parse(text)
+        let written = sdp.serialized()
+        #expect(written.components(separatedBy: "a=fmtp:96 ").count == 2)
+        #expect(try SessionDescription.parse(written).serialized() == written)
+    }
+
+    /// Found by fuzzing: a key on a line that is not an a=crypto line (a mangled description) is
+    /// redacted wherever an error quotes it, in the quoted line and in the reason.
+    @Test func aKeyOnAnotherLineIsRedactedInEveryErrorThatQuotesIt() {
+        let key = Fixtures.remoteKey80Base64
+        for line in [
+            "a=candidate:0 1 UDP 2122252543 192.16SHA1_32 inline:\(key)",
+            "a=candidate:150386inline:\(key) 1 udp 2122260224 127.0.0.1 60643 typ host",
+        ] {
+            let text = Fixtures.baresipOffer.replacingOccurrences(of: "a=end-of-candidates", with: line)
+            do {
+                _ = try SessionDescription.parse(text)
+                Issue.record("\(line) parsed")
+            } catch {
+                #expect(!error.description.contains(key.prefix(8)), "\(error.description)")
+                #expect(error.description.contains("inline:<redacted>"))
+                // The error value itself keeps the line redacted, not only its message.
+                if case let .invalidCandidate(quoted, _) = error { #expect(!quoted.contains(key.prefix(8))) }
+            }
+        }
+    }
+
 }

@@ -171,8 +171,8 @@ public enum AudioOfferAnswer {
     /// section is answered with port 0. Requires `RTP/SAVP`/`RTP/SAVPF`,
     /// `opus/48000/2` (its payload type is reused), a crypto suite we hold a
     /// key for (the offer's first such line wins; lines with session
-    /// parameters, or with an MKI unless ``LocalAudioParameters/acceptsRemoteMKI``,
-    /// are skipped), `a=rtcp-mux` and ICE credentials at media or session level.
+    /// parameters, with a tag another line also uses, or with an MKI unless
+    /// ``LocalAudioParameters/acceptsRemoteMKI``, are skipped), `a=rtcp-mux` and ICE credentials at media or session level.
     public static func makeAnswer(
         to offer: SessionDescription, local: LocalAudioParameters
     ) throws(SDPError) -> (answer: SessionDescription, negotiated: NegotiatedAudio) {
@@ -185,7 +185,11 @@ public enum AudioOfferAnswer {
         guard let payloadType = remote.opusPayloadType else { throw .noOpus }
 
         var chosen: (remote: CryptoAttribute, local: CryptoAttribute)?
-        for offered in remote.crypto where offered.suite.isKnown && offered.sessionParameters.isEmpty {
+        // A tag must name one line (RFC 4568 §9.1): a line whose tag repeats is ambiguous to the
+        // offerer when the answer names it, so it is skipped.
+        var tagUses: [UInt32: Int] = [:]
+        for offered in remote.crypto { tagUses[offered.tag, default: 0] += 1 }
+        for offered in remote.crypto where offered.suite.isKnown && offered.sessionParameters.isEmpty && tagUses[offered.tag] == 1 {
             if !local.acceptsRemoteMKI, offered.keyParameters.contains(where: { $0.mki != nil }) { continue }
             guard let ours = local.crypto.first(where: { $0.suite == offered.suite }) else { continue }
             chosen = (offered, try ours.withTag(offered.tag))

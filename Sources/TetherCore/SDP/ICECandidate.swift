@@ -151,7 +151,7 @@ public struct ICECandidate: Sendable, Equatable, CustomStringConvertible {
     /// Parses a candidate from its attribute value. Accepts an optional
     /// `candidate:` or `a=candidate:` prefix and trailing whitespace/CRLF.
     public static func parse(_ text: String) throws(SDPError) -> ICECandidate {
-        func fail(_ reason: String) -> SDPError { .invalidCandidate(line: text, reason: reason) }
+        func fail(_ reason: String) -> SDPError { .invalidCandidate(line: SDPError.quotable(text), reason: reason) }
 
         var body = Substring(text)
         while let last = body.last, last.isWhitespace { body = body.dropLast() }

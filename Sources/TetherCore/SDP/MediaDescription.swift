@@ -214,10 +214,12 @@ public struct MediaDescription: Sendable, Equatable {
         if let connection { lines.append("c=\(connection.serialized)") }
         for bandwidth in bandwidths { lines.append("b=\(bandwidth.serialized)") }
         if let mid { lines.append("a=mid:\(mid)") }
+        // Each a=fmtp once, after the first a=rtpmap of its payload type (a peer may repeat an
+        // a=rtpmap; writing the fmtp under each copy would grow the description on every round).
         var writtenFMTP = Set<Int>()
         for map in rtpMaps {
             lines.append("a=rtpmap:\(map.serialized)")
-            for (index, fmtp) in formatParameters.enumerated() where fmtp.payloadType == map.payloadType {
+            for (index, fmtp) in formatParameters.enumerated() where fmtp.payloadType == map.payloadType && !writtenFMTP.contains(index) {
                 lines.append("a=fmtp:\(fmtp.serialized)")
                 writtenFMTP.insert(index)
             }

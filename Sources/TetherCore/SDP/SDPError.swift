@@ -82,20 +82,29 @@ public enum SDPError: Error, Equatable, Sendable, CustomStringConvertible {
     /// Builds `.malformedLine` with any inline SRTP key in `line` redacted, and the line cut to
     /// what a message can quote (a hostile description's megabyte line is not kept).
     static func malformed(_ number: Int, _ line: Substring, _ reason: String) -> SDPError {
-        let kept = line.utf8.count > quotedBytesKept ? line.prefix(quotedBytesKept) : line
-        return .malformedLine(number: number, line: redactingKeyMaterial(String(kept)), reason: reason)
+        .malformedLine(number: number, line: quotable(line), reason: reason)
+    }
+
+    /// A line of the peer's text as an error keeps it: at most ``quotedBytesKept`` bytes, with any
+    /// inline SRTP key redacted (whatever line the key was put on).
+    static func quotable(_ line: some StringProtocol) -> String {
+        let kept = line.utf8.count > quotedBytesKept ? line.prefix(quotedBytesKept) : line[...]
+        return redactingKeyMaterial(String(kept))
     }
 
     /// How much of a quoted line an error keeps (more than `excerpt` shows, so the cut is visible).
     static let quotedBytesKept = 1024
 
-    /// Text taken from a description, as messages quote it: control characters, quotes and
-    /// backslashes escaped (a quoted line cannot break a log line or a terminal), and at most
-    /// `limit` bytes of UTF-8 (about 120 by default), with "…" where it was cut.
+    /// Text taken from a description, as messages quote it: any inline SRTP key redacted (a
+    /// peer's mangled line may carry one anywhere, even inside another field), control
+    /// characters, quotes and backslashes escaped (a quoted line cannot break a log line or a
+    /// terminal), and at most `limit` bytes of UTF-8 (about 120 by default), with "…" where it
+    /// was cut.
     public static func excerpt(_ text: some StringProtocol, limit: Int = 120) -> String {
         var out = ""
         var bytes = 0
-        for scalar in text.unicodeScalars {
+        let redacted = redactingKeyMaterial(String(text.prefix(limit * 4 + 64)))
+        for scalar in redacted.unicodeScalars {
             let piece: String
             switch scalar {
             case "\r": piece = "\\r"
