@@ -1,8 +1,12 @@
 # Tether: the two commands in README.md are `make demo` and `make test`.
 SWIFT ?= swift
 TSAN_SCRATCH ?= .build-tsan
+ASAN_SCRATCH ?= .build-asan
+# Seconds each fuzz target runs: `make fuzz` (a few minutes each), and in `make test` (CI).
+FUZZ_SECONDS ?= 180
+TEST_FUZZ_SECONDS ?= 45
 
-.PHONY: setup build demo test test-unit test-tsan test-budgets bench bench-quick latency quality format clean test-devices
+.PHONY: setup build demo test test-unit test-tsan test-asan test-fuzz test-budgets fuzz bench bench-quick latency quality format clean test-devices
 
 setup:
 	@./scripts/setup-debian.sh
@@ -18,7 +22,7 @@ demo: setup
 # through its pulse plugin), then the cross-thread code (rings, the libnice thread, device threads)
 # again under the thread sanitizer. scripts/run-tests.sh stops a run that hangs and repeats the
 # failures at the end of the output.
-test: setup test-unit test-tsan test-budgets
+test: setup test-unit test-tsan test-asan test-fuzz test-budgets
 
 test-unit:
 	$(SWIFT) build --build-tests
@@ -27,6 +31,28 @@ test-unit:
 test-tsan:
 	$(SWIFT) build --build-tests --scratch-path $(TSAN_SCRATCH) --sanitize=thread
 	scripts/run-tests.sh 15 scripts/with-test-audio.sh $(SWIFT) test --skip-build --scratch-path $(TSAN_SCRATCH) --sanitize=thread --no-parallel --filter 'TetherRealtimeTests|TetherICETests|TetherAudioTests|TetherFaultsTests|TetherNetworkMonitorTests'
+
+# AddressSanitizer with leak detection over the demo (a clean call, and one with an outage and an
+# ICE restart) and the integration tests (CallSession over libnice, outages and the give-up, devices,
+# `tether call` processes, which are ASan builds too and exit non-zero on a leak of their own).
+# The test runner's own suppressions (Foundation's Process, used to start those processes) are in
+# scripts/lsan-test-harness.supp, with the reason for each.
+test-asan:
+	$(SWIFT) build --build-tests --scratch-path $(ASAN_SCRATCH) --sanitize=address
+	scripts/asan-demo.sh $(ASAN_SCRATCH)/debug/tether
+	ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$(CURDIR)/scripts/lsan-test-harness.supp \
+		scripts/run-tests.sh 20 scripts/with-test-audio.sh $(SWIFT) test --skip-build --disable-xctest \
+		--scratch-path $(ASAN_SCRATCH) --sanitize=address --no-parallel --filter 'TetherTests|TetherICETests'
+
+# Coverage-guided fuzzing (libFuzzer + AddressSanitizer) of SDP and offer/answer, RTP/RTCP and the
+# jitter buffer, from the corpus in Fuzz/corpus. A crash is saved to Fuzz/regressions/, which the
+# test suite replays from then on (TetherFuzzingTests). `make fuzz` runs each target for
+# FUZZ_SECONDS; `make test` for TEST_FUZZ_SECONDS.
+fuzz: setup
+	scripts/fuzz.sh $(FUZZ_SECONDS)
+
+test-fuzz:
+	scripts/fuzz.sh $(TEST_FUZZ_SECONDS)
 
 # Everything tether-bench measures (about 3 minutes after the build; `make bench-quick`: under 1), with the
 # private PulseAudio daemon so mouth-to-ear latency is measured too. Table on the terminal,
@@ -60,7 +86,7 @@ format:
 	$(SWIFT) format --in-place --recursive Sources Tests Benchmarks Package.swift
 
 clean:
-	rm -rf .build $(TSAN_SCRATCH)
+	rm -rf .build $(TSAN_SCRATCH) $(ASAN_SCRATCH) .build-fuzz
 
 # Only the real-device tests (they are part of `make test` too).
 test-devices:

@@ -60,6 +60,12 @@ let package = Package(
                 "TetherRealtime", "TetherCodec", "TetherRTP", "TetherICE", "TetherAudio", "TetherCore",
                 "TetherNetworkMonitor",
             ]),
+        // Fuzz targets for what comes from the network (SDP, RTP/RTCP, the jitter buffer), shared by
+        // the libFuzzer executables below and the corpus-replay tests. scripts/fuzz.sh builds them.
+        .target(name: "TetherFuzzing", dependencies: ["TetherCore", "TetherRTP", "TetherCodec"]),
+        .executableTarget(name: "fuzz-sdp", dependencies: ["TetherFuzzing"]),
+        .executableTarget(name: "fuzz-rtp", dependencies: ["TetherFuzzing"]),
+        .executableTarget(name: "fuzz-jitter-buffer", dependencies: ["TetherFuzzing"]),
         // Two in-process sessions joined by signaling and (optionally) the impairment relay.
         .target(name: "TetherTestbed", dependencies: ["Tether", "TetherCore", "TetherFaults", "TetherRealtime", "TetherAudio", "CTetherSystem"]),
         // `tether-relay`: the impairment relay as a process controlled by JSON lines.
@@ -92,6 +98,7 @@ let package = Package(
         .testTarget(name: "TetherTests", dependencies: ["Tether", "TetherAudio", "TetherTestbed", "TetherFaults", "CAllocationCounter"]),
         .testTarget(name: "TetherFaultsTests", dependencies: ["TetherFaults", "CTetherNet"]),
         .testTarget(name: "TetherNetworkMonitorTests", dependencies: ["TetherNetworkMonitor", "CTetherNet"]),
+        .testTarget(name: "TetherFuzzingTests", dependencies: ["TetherFuzzing"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,0 +1,154 @@
+import Foundation
+import TetherCodec
+import TetherCore
+import TetherRTP
+
+extension FuzzTarget {
+    /// Seed inputs made with Tether's own writers: real RTP packets with real Opus payloads (FEC
+    /// on and off, so some carry LBRR), RTCP compounds as the media loop writes them, and jitter
+    /// buffer programs (a clean stream, loss, reordering, a restart). The SDP seeds are real
+    /// descriptions from other stacks and Tether, kept as files in `Fuzz/corpus/sdp`.
+    ///
+    /// `fuzz-rtp --write-seeds DIR` writes them; the committed corpus was made that way.
+    public func seeds() -> [(name: String, bytes: [UInt8])] {
+        switch self {
+        case .sdp:
+            let offer = AudioOfferAnswer.makeOffer(SDPFuzzing.local)
+            var seeds = [("tether-offer", Array(offer.serialized().utf8))]
+            if let (answer, _) = try? AudioOfferAnswer.makeAnswer(to: offer, local: SDPFuzzing.local) {
+                seeds.append(("tether-answer", Array(answer.serialized().utf8)))
+            }
+            return seeds
+        case .rtp: return Self.rtpSeeds()
+        case .jitterBuffer: return Self.jitterBufferSeeds()
+        }
+    }
+
+    private static func rtpSeeds() -> [(name: String, bytes: [UInt8])] {
+        var seeds: [(String, [UInt8])] = []
+        // Opus packets of a voiced signal (harmonics of a gliding pitch), FEC on and off.
+        for fec in [false, true] {
+            guard
+                let encoder = try? OpusEncoder(
+                    configuration: OpusConfiguration(inBandFEC: fec, expectedLossPercent: fec ? 20 : 0))
+            else { continue }
+            var pcm = [Int16](repeating: 0, count: 960)
+            var phase = 0.0
+            var packet = [UInt8](repeating: 0, count: 1500)
+            for frame in 0..<6 {
+                for i in pcm.indices {
+                    phase += 2 * Double.pi * (130 + Double(frame) * 5) / 48_000
+                    var v = 0.0
+                    for h in 1...6 { v += sin(Double(h) * phase) / Double(h) }
+                    pcm[i] = Int16(6000 * v)
+                }
+                let size = pcm.withUnsafeBufferPointer { samples in
+                    packet.withUnsafeMutableBytes { (try? encoder.encode(samples.baseAddress!, into: $0)) ?? 0 }
+                }
+                guard size > 0, frame >= 3 else { continue }  // the first frames carry no LBRR yet
+                var datagram = [UInt8](repeating: 0, count: RTPHeader.fixedHeaderLength)
+                _ = datagram.withUnsafeMutableBytes {
+                    RTPHeader(marker: frame == 3, payloadType: 111, sequenceNumber: 65_534 &+ UInt16(frame), timestamp: 4_294_000_000 &+ UInt32(frame * 960), ssrc: 0x1234_5678)
+                        .write(to: $0)
+                }
+                datagram += packet[0..<size]
+                seeds.append(("rtp-opus-\(fec ? "fec" : "nofec")-\(frame)", datagram))
+            }
+        }
+        // An RTP packet with CSRCs, a one-byte header extension and padding.
+        seeds.append(
+            ("rtp-csrc-extension-padding",
+             [0xB2, 0x6F, 0x00, 0x01, 0x00, 0x00, 0x03, 0xC0, 0xDE, 0xAD, 0xBE, 0xEF, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x02,
+              0xBE, 0xDE, 0x00, 0x01, 0x10, 0xAA, 0x00, 0x00, 0x78, 0x01, 0x02, 0x00, 0x00, 0x03]))
+        // RTCP compounds as the media loop writes them: SR and RR with report blocks, and a BYE.
+        let writer = RTCPCompoundWriter(cname: Array("tether@fuzz".utf8))!
+        let block = RTCPReportBlock(
+            ssrc: 0x1234_5678, fractionLost: 25, cumulativeLost: 17, extendedHighestSequence: 70_000, interarrivalJitter: 312,
+            lastSenderReport: 0xABCD_0123, delaySinceLastSenderReport: 65_536)
+        let info = RTCPSenderInfo(ntpTimestamp: 0xE8F0_0000_8000_0000, rtpTimestamp: 96_000, senderPacketCount: 500, senderOctetCount: 40_000)
+        var buffer = [UInt8](repeating: 0, count: 1500)
+        let reason = Array("hang-up".utf8)
+        for (name, sender, blocks, bye) in [
+            ("rtcp-sr", true, [block], false), ("rtcp-rr", false, [block, block], false), ("rtcp-sr-bye", true, [], true),
+        ] {
+            let size = buffer.withUnsafeMutableBytes { out in
+                reason.withUnsafeBytes { r in
+                    (try? writer.write(
+                        into: out, ssrc: 0x8765_4321, senderInfo: sender ? info : nil, reportBlocks: blocks,
+                        bye: bye ? .included(reason: r) : .omitted)) ?? 0
+                }
+            }
+            seeds.append((name, Array(buffer[0..<size])))
+        }
+        return seeds
+    }
+
+    private static func jitterBufferSeeds() -> [(name: String, bytes: [UInt8])] {
+        // Operations: [0x00, step, arrival ms, length] inserts the next packet; [0x02, ms] pulls;
+        // [0x03] runs twenty pulls at the frame period; [0x04 | 0x01, seq16, ts32, ms, length]
+        // inserts an arbitrary packet. See `JitterBufferFuzzing`.
+        func program(_ setup: UInt8, _ body: [[UInt8]]) -> [UInt8] { [setup, 0xFF, 0xF0, 0xFF, 0xFF, 0x10, 0x00] + body.flatMap { $0 } }
+        var clean: [[UInt8]] = []
+        for _ in 0..<30 { clean += [[0x00, 1, 20, 60], [0x02, 0]] }
+        var lossy: [[UInt8]] = []
+        for i in 0..<30 { lossy += [[0x00, i % 5 == 0 ? 2 : 1, i % 7 == 0 ? 60 : 20, 60], [0x02, 0]] }
+        var reordered: [[UInt8]] = []
+        for i in 0..<15 { reordered += [[0x00, 2, 20, 60], [0x00, 0xFF, 1, 60], [0x00, 2, 19, 60], [0x02, i % 2 == 0 ? 20 : 25]] }
+        let restart: [[UInt8]] = clean.prefix(20) + [[0x05, 0x12, 0x34, 0x00, 0x00, 0x10, 0x00, 20, 60]] + clean.prefix(20) + [[0x03]]
+        return [
+            ("jb-fixed-clean", program(0x02, clean)), ("jb-adaptive-clean", program(0x12, clean)),
+            ("jb-adaptive-loss", program(0x12, lossy)), ("jb-adaptive-reorder", program(0x12, reordered)),
+            ("jb-small-restart", program(0x0A, restart)), ("jb-adaptive-probation", program(0x32, lossy + [[0x07], [0x03]])),
+        ]
+    }
+
+    /// The command-line entry of the fuzz executables in an ordinary build: replays files and
+    /// folders of inputs (`fuzz-sdp Fuzz/corpus/sdp`), or writes the seeds (`--write-seeds DIR`).
+    /// Exits 0 when every input ran (a violated invariant traps instead).
+    public func replayMain(_ arguments: [String] = Array(CommandLine.arguments.dropFirst())) -> Never {
+        if arguments.first == "--write-seeds", arguments.count == 2 {
+            let folder = URL(fileURLWithPath: arguments[1])
+            try? FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            for seed in seeds() {
+                let path = folder.appendingPathComponent(seed.name).path
+                guard FileManager.default.createFile(atPath: path, contents: Data(seed.bytes)) else {
+                    print("cannot write \(path)")
+                    exit(1)
+                }
+            }
+            print("wrote \(seeds().count) seeds for \(rawValue) to \(folder.path)")
+            exit(0)
+        }
+        guard !arguments.isEmpty, !arguments.contains(where: { $0.hasPrefix("-") }) else {
+            print(
+                """
+                usage: fuzz-\(rawValue) FILE|FOLDER…      replay inputs through the \(rawValue) target
+                       fuzz-\(rawValue) --write-seeds FOLDER
+                Built with scripts/fuzz.sh (-sanitize=fuzzer,address), this executable is a libFuzzer target instead.
+                """)
+            exit(arguments.isEmpty ? 1 : 0)
+        }
+        var count = 0
+        for path in arguments {
+            for file in Self.files(at: path) {
+                guard let data = FileManager.default.contents(atPath: file) else {
+                    print("cannot read \(file)")
+                    exit(1)
+                }
+                run([UInt8](data))
+                count += 1
+            }
+        }
+        print("\(rawValue): \(count) inputs replayed, no invariant violated")
+        exit(0)
+    }
+
+    /// The files at `path`: the file itself, or a folder's regular files (not hidden), sorted.
+    public static func files(at path: String) -> [String] {
+        var isFolder: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: path, isDirectory: &isFolder) else { return [] }
+        guard isFolder.boolValue else { return [path] }
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []
+        return names.filter { !$0.hasPrefix(".") }.sorted().map { path + "/" + $0 }
+    }
+}
