@@ -77,6 +77,24 @@ struct MediaLivenessDetectorTests {
         #expect(detector.outboundStallStart == nil)
     }
 
+    /// One report showing the peer missing everything we sent a round trip before it (the driver
+    /// checks that against what it sent) is one-way audio at once; a later report that advances
+    /// and misses nothing ends it.
+    @Test func oneReportMissingRecentPacketsMeansOneWayAudioAtOnce() {
+        var detector = MediaLivenessDetector()
+        detector.peerReport(extendedHighestSequenceReceived: 100, at: at(1_000))
+        detector.peerReport(extendedHighestSequenceReceived: 140, missesRecentPackets: true, at: at(2_000))
+        #expect(detector.isOutboundDisrupted)
+        detector.peerReport(extendedHighestSequenceReceived: 140, missesRecentPackets: true, at: at(2_600))
+        #expect(detector.isOutboundDisrupted)
+        detector.peerReport(extendedHighestSequenceReceived: 190, at: at(3_100))
+        #expect(!detector.isOutboundDisrupted)
+        // Not sending: no verdict either way.
+        detector.weSendMedia(false, at: at(3_200))
+        detector.peerReport(extendedHighestSequenceReceived: 190, missesRecentPackets: true, at: at(3_300))
+        #expect(!detector.isOutboundDisrupted)
+    }
+
     @Test func twoReportsFiveSecondsApartAreEnoughButOneIsNot() {
         var detector = MediaLivenessDetector()
         detector.peerReport(extendedHighestSequenceReceived: 7, at: at(0))

@@ -189,6 +189,94 @@ struct ReconnectStateMachineSimulationTests {
         #expect(simulation.machine.timeline.records.last?.outcome == .renewed(attempts: 2))
     }
 
+    /// A link that drops and returns (Wi-Fi): the link-down event comes 300 ms after the last
+    /// packet; with nothing else up there is nothing to renew on, so the machine waits — no
+    /// attempt, no description — and the old path carries media again when the link is back.
+    @Test func linkDownWithNothingElseUpWaitsAndResumesOnTheOldPath() {
+        let simulation = simulateOutage(10_010..<11_510, until: 20_000) {
+            $0.scripted = [(10_310, .localNetworkLost)]
+        }
+        #expect(simulation.log == callSetUpLog + [
+            logged(10_310, .changeState(to: .mediaDisrupted)),
+            logged(11_560, .changeState(to: .established)),
+        ])
+        #expect(simulation.machine.timeline.records == [
+            Record(start: reconnectInstant(10_000), end: reconnectInstant(11_560), cause: .localNetworkChange, attempts: 0,
+                   outcome: .mediaResumedWithoutRenewal),
+        ])
+    }
+
+    /// The link never comes back: no attempt is ever made (there is nothing to gather on), and
+    /// the give-up still ends the call 50 s after the last packet.
+    @Test func linkDownForGoodSpendsNoAttemptsAndGivesUpOnTime() {
+        let simulation = simulateOutage(10_010..<100_000, until: 70_000) {
+            $0.scripted = [(10_310, .localNetworkLost)]
+        }
+        #expect(simulation.log == callSetUpLog + [
+            logged(10_310, .changeState(to: .mediaDisrupted)),
+            logged(60_000, .changeState(to: .ended(.mediaTimeout))),
+            logged(60_000, .giveUp),
+        ])
+        #expect(simulation.machine.timeline.records.first?.attempts == 0)
+    }
+
+    /// While waiting for a network, a new one (another interface, an address back) starts a
+    /// re-gathering attempt at once, and ICE failure or the renewal delay start nothing.
+    @Test func aNetworkBackWhileWaitingStartsARegatheringAttemptAtOnce() {
+        let simulation = simulateOutage(10_010..<20_600, until: 30_000) {
+            $0.scripted = [(10_310, .localNetworkLost), (12_000, .iceFailed), (20_500, .localNetworkChanged)]
+        }
+        #expect(simulation.log == callSetUpLog + [
+            logged(10_310, .changeState(to: .mediaDisrupted)),
+            logged(20_500, .changeState(to: .renewingMedia)),
+            logged(20_500, .restartICE(attempt: 1, regatherCandidates: true)),
+            logged(20_650, .applyRenewalAnswer(attempt: 1)),
+            logged(20_800, .changeState(to: .established)),
+        ])
+        #expect(simulation.machine.timeline.records.last?.outcome == .renewed(attempts: 1))
+    }
+
+    /// An attempt whose gathering found nothing (the network went away meanwhile) is not
+    /// counted and sends nothing; the machine waits for a network instead of retrying on a
+    /// timer.
+    @Test func anAttemptThatFoundNothingIsNotCountedAndWaitsForANetwork() {
+        var machine = ReconnectStateMachine(glareRole: .keepsOwnOffer)
+        _ = machine.handle(.mediaStarted, now: reconnectInstant(0))
+        _ = machine.handle(.inboundPacket, now: reconnectInstant(10))
+        _ = machine.handle(.mediaDecoded, now: reconnectInstant(20))
+        #expect(machine.handle(.localNetworkChanged, now: reconnectInstant(1_000)) == [
+            .changeState(to: .renewingMedia), .restartICE(attempt: 1, regatherCandidates: true),
+        ])
+        #expect(machine.handle(.gatheringFoundNothing(attempt: 1), now: reconnectInstant(1_030)) == [
+            .abandonAttempt(attempt: 1), .changeState(to: .mediaDisrupted),
+        ])
+        #expect(machine.isWaitingForNetwork && machine.attemptInFlight == nil)
+        #expect(machine.nextDeadline() == reconnectInstant(50_010))  // the give-up only (50 s after the last packet)
+        #expect(machine.handle(.tick, now: reconnectInstant(20_000)) == [])
+        // A stale report for another attempt changes nothing.
+        #expect(machine.handle(.gatheringFoundNothing(attempt: 7), now: reconnectInstant(20_001)) == [])
+        #expect(machine.handle(.localNetworkChanged, now: reconnectInstant(21_000)) == [
+            .changeState(to: .renewingMedia), .restartICE(attempt: 1, regatherCandidates: true),
+        ])
+        #expect(machine.timeline.records.last?.attempts == 1)
+    }
+
+    /// The peer offers a restart while we wait for a network: it is answered with re-gathered
+    /// candidates (the answer is the driver's to withhold if it finds none).
+    @Test func aPeerOfferWhileWaitingIsAnsweredWithRegathering() {
+        var machine = ReconnectStateMachine(glareRole: .yieldsToPeer)
+        _ = machine.handle(.mediaStarted, now: reconnectInstant(0))
+        _ = machine.handle(.inboundPacket, now: reconnectInstant(10))
+        _ = machine.handle(.mediaDecoded, now: reconnectInstant(20))
+        #expect(machine.handle(.localNetworkLost, now: reconnectInstant(300)) == [.changeState(to: .mediaDisrupted)])
+        #expect(machine.handle(.peerRenewalOffer, now: reconnectInstant(2_000)) == [
+            .changeState(to: .renewingMedia), .answerRenewalOffer(regatherCandidates: true),
+        ])
+        #expect(machine.handle(.gatheringFoundNothing(attempt: 1), now: reconnectInstant(2_020)) == [
+            .abandonAttempt(attempt: 1), .changeState(to: .mediaDisrupted),
+        ])
+    }
+
     @Test func localNetworkChangeWhileConnectingMakesTheNextAnswerRegather() {
         var machine = ReconnectStateMachine(glareRole: .yieldsToPeer)
         #expect(machine.handle(.mediaStarted, now: reconnectInstant(0)) == [.changeState(to: .connecting)])

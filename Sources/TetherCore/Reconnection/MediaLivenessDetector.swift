@@ -22,7 +22,10 @@
 /// and the last of them came at least ``ReconnectionPolicy/outboundStallSeconds`` after the first
 /// (the *baseline*). Reports arriving at all show that the path back from the peer works, so a
 /// stall means the peer does not receive what we send, even when inbound media is fine. The flag
-/// clears on the first report whose value differs from the baseline.
+/// clears on the first report whose value differs from the baseline. A single report the driver
+/// marks as missing recent packets (the peer has received none of what we sent more than a round
+/// trip and a margin before it) sets the flag at once: that is one-way audio without waiting for
+/// a second report; the next report that is not so marked and shows progress clears it.
 ///
 /// The media loop keeps sending while we are muted (it encodes silence; with DTX at least one
 /// packet every 0.4 s), so our mute or DTX never looks like a stall. When we stop sending media
@@ -101,15 +104,16 @@ public struct MediaLivenessDetector: Sendable, Equatable {
     /// extended highest sequence number it has received from us.
     ///
     /// The report's packet itself is inbound traffic: report it with ``inboundPacket(at:)`` too.
-    public mutating func peerReport(extendedHighestSequenceReceived sequence: UInt32, at now: MonotonicInstant) {
+    public mutating func peerReport(extendedHighestSequenceReceived sequence: UInt32, missesRecentPackets: Bool = false, at now: MonotonicInstant) {
         guard weSendMedia else { return }
         guard let baseline = baselineSequence, let since = baselineAt, baseline == sequence else {
             baselineSequence = sequence
             baselineAt = now
             reportsAtBaseline = 1
-            isOutboundDisrupted = false
+            isOutboundDisrupted = missesRecentPackets
             return
         }
+        if missesRecentPackets { isOutboundDisrupted = true }
         reportsAtBaseline += 1
         if reportsAtBaseline >= outboundStallReports && now.nanoseconds(since: since) >= outboundStallNanoseconds {
             isOutboundDisrupted = true

@@ -25,6 +25,13 @@
 ///   if inbound is still silent then; at once on ICE failure or a local network change (the
 ///   latter with re-gathering, even from `established`). If ICE failed while established and
 ///   media then stops, renewal starts as soon as the disruption is detected.
+/// - No network, no renewal: when the path's local network went away with nothing usable left
+///   (``Input/localNetworkLost``), or an attempt's gathering found nothing
+///   (``Input/gatheringFoundNothing(attempt:)``), the machine waits in `mediaDisrupted` with no
+///   attempt and no renewal timer (from `renewingMedia` too) until ``Input/localNetworkChanged``
+///   says a network is back, which starts a re-gathering attempt at once. Such an attempt is not
+///   counted, and the give-up runs throughout. Media resuming by itself (the old path came back)
+///   restores the call as usual.
 /// - Each attempt gets ``ReconnectionPolicy/renewalAttemptTimeoutSeconds`` (from its
 ///   ``Action/restartICE(attempt:regatherCandidates:)``); a timed-out or ICE-failed attempt is
 ///   abandoned and the next one starts after ``ReconnectionPolicy/retryDelaySeconds(afterAttempt:)``
@@ -66,6 +73,12 @@
 /// | renewingMedia | iceFailed, attempt in flight | renewingMedia | abandonAttempt(k); attempt k+1 after the retry delay if it fits |
 /// | renewingMedia | iceFailed, between attempts | renewingMedia | — |
 /// | renewingMedia | localNetworkChanged | renewingMedia | abandonAttempt(k) if in flight, attempt k+1 (regather) at once |
+/// | established | localNetworkLost | mediaDisrupted (waiting for a network) | changeState |
+/// | mediaDisrupted | localNetworkLost | mediaDisrupted (waiting for a network) | — |
+/// | renewingMedia | localNetworkLost, or gatheringFoundNothing(k) for the attempt in flight | mediaDisrupted (waiting for a network) | abandonAttempt(k), changeState |
+/// | mediaDisrupted, waiting for a network | localNetworkChanged | renewingMedia | changeState, attempt (regather) |
+/// | mediaDisrupted, waiting for a network | renewal delay, iceFailed | mediaDisrupted | — (nothing to renew on) |
+/// | idle, connecting | localNetworkLost | (same) | — (re-gather on the next renewal or answer) |
 /// | renewingMedia | peerRenewalOffer colliding with our unanswered offer, keepsOwnOffer | renewingMedia | declineRenewalOffer |
 /// | renewingMedia | peerRenewalOffer otherwise | renewingMedia | abandonAttempt(k) if in flight, answerRenewalOffer (attempt k+1) |
 /// | any but ended | renewalAnswered(k), k = our latest unanswered offer | (same) | applyRenewalAnswer(k) |
@@ -107,6 +120,8 @@ public struct ReconnectStateMachine: Sendable {
         var attempt: Attempt?
         var nextAttemptAt: MonotonicInstant?
         var decodedSinceStart = false
+        /// No usable local network: no attempt, no renewal timer, until one is back.
+        var waitingForNetwork = false
     }
 
     private var disruption: Disruption?
@@ -138,6 +153,12 @@ public struct ReconnectStateMachine: Sendable {
         giveUpNanoseconds = MonotonicInstant.nanoseconds(fromSeconds: policy.giveUpSeconds)
     }
 
+    /// The number of the renewal attempt in flight (ours or our answer to the peer's), if any.
+    public var attemptInFlight: Int? { disruption?.attempt?.number }
+
+    /// Whether renewal waits for a usable local network (see "No network, no renewal").
+    public var isWaitingForNetwork: Bool { disruption?.waitingForNetwork ?? false }
+
     // MARK: Deadline
 
     /// When the driver must call `handle(.tick, now:)` next, or `nil` when no timer is needed.
@@ -148,6 +169,7 @@ public struct ReconnectStateMachine: Sendable {
             return liveness.inboundDisruptionDeadline()
         case .mediaDisrupted:
             guard let disruption else { return nil }
+            if disruption.waitingForNetwork { return disruption.giveUpAt }
             return min(disruption.giveUpAt, renewalDue(disruption))
         case .renewingMedia:
             guard let disruption else { return nil }
@@ -213,6 +235,12 @@ public struct ReconnectStateMachine: Sendable {
             iceFailed(now: now, &actions)
         case .localNetworkChanged:
             localNetworkChanged(now: now, &actions)
+        case .localNetworkLost:
+            localNetworkLost(now: now, &actions)
+        case .gatheringFoundNothing(let attempt):
+            if state == .renewingMedia, disruption?.attempt?.number == attempt {
+                localNetworkLost(now: now, uncountedAttempt: attempt, &actions)
+            }
         case .renewalAnswered(let attempt):
             if attempt == awaitedAnswerAttempt {
                 awaitedAnswerAttempt = nil
@@ -231,9 +259,9 @@ public struct ReconnectStateMachine: Sendable {
             liveness.weSendMedia(sends, at: now)
             reportOutboundChange(from: wasDisrupted, &actions)
             checkRestored(now: now, &actions)
-        case .peerReport(let sequence):
+        case .peerReport(let sequence, let missesRecent):
             let wasDisrupted = liveness.isOutboundDisrupted
-            liveness.peerReport(extendedHighestSequenceReceived: sequence, at: now)
+            liveness.peerReport(extendedHighestSequenceReceived: sequence, missesRecentPackets: missesRecent, at: now)
             reportOutboundChange(from: wasDisrupted, &actions)
             checkRestored(now: now, &actions)
         case .hangUp:
@@ -260,7 +288,7 @@ public struct ReconnectStateMachine: Sendable {
                 if iceFailedSinceLastPacket { startRenewal(at: due, regather: false, &actions) }
             case .mediaDisrupted:
                 guard let current = disruption else { return }
-                let due = renewalDue(current)
+                let due = current.waitingForNetwork ? current.giveUpAt : renewalDue(current)
                 if due < current.giveUpAt {
                     guard due <= now else { return }
                     startRenewal(at: due, regather: false, &actions)
@@ -309,6 +337,7 @@ public struct ReconnectStateMachine: Sendable {
             number: current.attempts, deadline: now.advanced(byNanoseconds: attemptTimeoutNanoseconds), offeredByUs: byUs,
             answered: !byUs)
         current.nextAttemptAt = nil
+        current.waitingForNetwork = false
         disruption = current
         timeline.setAttempts(current.attempts)
         let regatherCandidates = regather || regatherPending
@@ -351,6 +380,7 @@ public struct ReconnectStateMachine: Sendable {
         case .established:
             iceFailedSinceLastPacket = true
         case .mediaDisrupted:
+            if disruption?.waitingForNetwork == true { return }  // nothing to renew on
             startRenewal(at: now, regather: false, &actions)
         case .renewingMedia:
             if disruption?.attempt != nil { endAttempt(at: now, keepOpenIfLast: false, &actions) }
@@ -367,6 +397,7 @@ public struct ReconnectStateMachine: Sendable {
             beginDisruption(start: liveness.silenceStart ?? now, cause: .localNetworkChange, at: now)
             startRenewal(at: now, regather: true, &actions)
         case .mediaDisrupted:
+            disruption?.waitingForNetwork = false
             startRenewal(at: now, regather: true, &actions)
         case .renewingMedia:
             if let attempt = disruption?.attempt { actions.append(.abandonAttempt(attempt: attempt.number)) }
@@ -374,6 +405,33 @@ public struct ReconnectStateMachine: Sendable {
         case .ended:
             break
         }
+    }
+
+    /// The path's local network went away with nothing usable left (or an attempt's gathering
+    /// found nothing): wait in `mediaDisrupted` for a network, keeping the give-up.
+    private mutating func localNetworkLost(now: MonotonicInstant, uncountedAttempt: Int? = nil, _ actions: inout [Action]) {
+        regatherPending = true
+        switch state {
+        case .idle, .connecting, .ended:
+            return
+        case .established:
+            beginDisruption(start: liveness.silenceStart ?? liveness.lastInboundPacket ?? now, cause: .localNetworkChange, at: now)
+        case .mediaDisrupted:
+            break
+        case .renewingMedia:
+            if let attempt = disruption?.attempt {
+                actions.append(.abandonAttempt(attempt: attempt.number))
+                if attempt.number == uncountedAttempt {
+                    disruption?.attempts -= 1
+                    timeline.setAttempts(disruption?.attempts ?? 0)
+                }
+            }
+            if awaitedAnswerAttempt == disruption?.attempt?.number { awaitedAnswerAttempt = nil }
+        }
+        disruption?.attempt = nil
+        disruption?.nextAttemptAt = nil
+        disruption?.waitingForNetwork = true
+        enter(.mediaDisrupted, &actions)
     }
 
     private mutating func peerRenewalOffer(now: MonotonicInstant, _ actions: inout [Action]) {
@@ -429,6 +487,8 @@ public struct ReconnectStateMachine: Sendable {
                 at: now,
                 outcome: current.attempts == 0 ? .mediaResumedWithoutRenewal : .renewed(attempts: current.attempts))
             disruption = nil
+            // Media flows on the path in use: a network change noted meanwhile needs no re-gathering.
+            regatherPending = false
             enter(.established, &actions)
         case .idle, .established, .ended:
             break

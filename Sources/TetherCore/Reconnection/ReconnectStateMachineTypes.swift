@@ -9,8 +9,9 @@ extension ReconnectStateMachine {
         /// Media flowing: frames from the peer are being decoded (or, while the peer is on hold,
         /// its RTCP arrives).
         case established
-        /// Nothing (RTP or RTCP) received for the disruption threshold; waiting for media to
-        /// come back by itself before renewing.
+        /// Nothing (RTP or RTCP) received for the disruption threshold, or the local network the
+        /// media path uses went away: waiting for media to come back by itself before renewing,
+        /// or for a usable network to renew on (renewal is suspended while there is none).
         case mediaDisrupted
         /// An ICE restart (or full re-gathering) is under way.
         case renewingMedia
@@ -74,8 +75,19 @@ extension ReconnectStateMachine {
         case iceFailed
         /// A candidate pair was selected / the component is READY. Never restores a call by itself.
         case iceConnected
-        /// A local address or link changed.
+        /// The local network changed in a way that concerns the media path (its address or link
+        /// went away, or a usable network appeared while media is disrupted), and gathering can
+        /// find candidates: renew on fresh candidates now.
         case localNetworkChanged
+        /// The local address or link the media path uses went away and no usable network is left
+        /// to gather on (a link down with nothing else up): media is disrupted, and renewal waits
+        /// for a usable network (``localNetworkChanged``) instead of spending attempts; the old
+        /// path may carry media again by itself if it comes back. The give-up still runs.
+        case localNetworkLost
+        /// Gathering for this attempt found no candidate (the network went away meanwhile): the
+        /// attempt is not counted, and renewal waits for a usable network as after
+        /// ``localNetworkLost``. A description without candidates is never sent.
+        case gatheringFoundNothing(attempt: Int)
         /// The driver sent the restart offer for this attempt (informational: the attempt's
         /// timeout already runs from the ``Action/restartICE(attempt:regatherCandidates:)``).
         case renewalStarted(attempt: Int)
@@ -90,8 +102,10 @@ extension ReconnectStateMachine {
         /// The negotiated direction says whether we send media (false: we are on hold/inactive).
         case weSendMedia(Bool)
         /// The peer's RTCP receiver report block about our stream (report its packet as
-        /// ``inboundPacket`` too).
-        case peerReport(extendedHighestSequence: UInt32)
+        /// ``inboundPacket`` too). `missesRecentPackets`: the driver found that the peer has not
+        /// received any packet we sent more than a round trip (plus a margin) before the report
+        /// arrived, which shows one-way audio from this one report.
+        case peerReport(extendedHighestSequence: UInt32, missesRecentPackets: Bool = false)
         /// We hang up.
         case hangUp
     }
