@@ -67,6 +67,23 @@ static inline GSource *CNice_add_fd_watch(GMainContext *ctx, gint fd, CNice_FDFu
     return source;
 }
 
+/// Runs `fn(data)` on the loop thread at its next iteration (never at once, unlike
+/// `CNice_invoke` from the loop thread itself): for work a libnice signal handler must not do
+/// while the agent is still emitting.
+static inline void CNice_defer(GMainContext *ctx, CNice_SourceFunc fn, gpointer data) {
+    GSource *source = g_idle_source_new();
+    g_source_set_callback(source, (GSourceFunc)fn, data, NULL);
+    g_source_attach(source, ctx);
+    g_source_unref(source);
+}
+
+/// `nice_agent_close_async` with a typed callback: frees what the agent holds on remote servers
+/// (TURN allocations and permissions) and calls `fn(agent, result, data)` on the loop thread.
+typedef void (*CNice_AsyncReadyFunc)(GObject *source, GAsyncResult *result, gpointer data);
+static inline void CNice_close_async(NiceAgent *agent, CNice_AsyncReadyFunc fn, gpointer data) {
+    nice_agent_close_async(agent, (GAsyncReadyCallback)fn, data);
+}
+
 static inline void CNice_free_candidate_list(GSList *list) {
     g_slist_free_full(list, (GDestroyNotify)nice_candidate_free);
 }

@@ -7,6 +7,8 @@ import TetherRealtime
 /// touch no ARC-managed object.
 struct ICEHotPathContext {
     var agent: OpaquePointer?
+    /// The stream queued datagrams go out on through libnice: the one carrying media (the newest
+    /// before any pair is selected). Written on the GLib thread, read there by the send watch.
     var streamID: guint
     var receiveRing: Unmanaged<PacketRing>
     var receiveWakeup: Unmanaged<Wakeup>
@@ -106,8 +108,13 @@ public final class ICETransport: @unchecked Sendable {
     private let context: OpaquePointer  // GMainContext
     private let loop: OpaquePointer  // GMainLoop
     private let agent: OpaquePointer
-    /// The current stream. Changed only on the GLib thread (by `regather()`), read there too.
-    private var streamID: guint { hot.pointee.streamID }
+    /// The newest stream: the one descriptions speak for (its credentials and candidates, the
+    /// peer's credentials and candidates applied to it). GLib thread only.
+    private var signalingStream: guint
+    /// The stream whose selected pair carries media (0 before any pair). Differs from
+    /// `signalingStream` after `regather()` until the new stream selects a pair: the old pair
+    /// keeps carrying media meanwhile (make before break). GLib thread only.
+    private var mediaStream: guint = 0
     private let thread = RealtimeThread(name: "tether-ice", realtimePriority: 0)
     private let hot: UnsafeMutablePointer<ICEHotPathContext>
     private let sendRing: PacketRing
@@ -177,10 +184,8 @@ public final class ICETransport: @unchecked Sendable {
         }
         let stream = failure == nil ? nice_agent_add_stream(a, 1) : 0
         if failure == nil && stream == 0 { failure = .agentCreationFailed("nice_agent_add_stream failed") }
-        if failure == nil, let turn = configuration.turnServer {
-            if nice_agent_set_relay_info(a, stream, 1, turn.address, guint(turn.port), turn.username, turn.password, NICE_RELAY_TYPE_TURN_UDP) == 0 {
-                failure = .invalidServer(turn.address)
-            }
+        if failure == nil, let turn = configuration.turnServer, !Self.setRelay(turn, agent: a, stream: stream) {
+            failure = .invalidServer(turn.address)
         }
         let fd = eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC))
         if failure == nil && fd < 0 { failure = .agentCreationFailed("eventfd failed: errno \(errno)") }
@@ -192,6 +197,7 @@ public final class ICETransport: @unchecked Sendable {
             throw failure
         }
         sendEventFD = fd
+        signalingStream = stream
         sendRing = PacketRing(slotCount: 128, maximumPacketBytes: 1500)
         let counters = UnsafeMutablePointer<ICESendCounters>.allocate(capacity: 1)
         counters.initialize(to: ICESendCounters())
@@ -251,9 +257,26 @@ public final class ICETransport: @unchecked Sendable {
     /// Starts gathering local candidates; `.gatheringDone` follows.
     public func gatherCandidates() {
         guard !closed.load(ordering: .acquiring) else { return }
-        let a = agent
-        let hot = UnsafeSendablePointer(hot)
-        onLoopThread { _ = nice_agent_gather_candidates(a, hot.pointer.pointee.streamID) }
+        let me = UnsafeSendableTransport(self)
+        onLoopThread {
+            guard !me.transport.closed.load(ordering: .acquiring) else { return }
+            me.transport.gather(stream: me.transport.signalingStream)
+        }
+    }
+
+    /// Starts gathering on `stream`. libnice refuses at once, with no `candidate-gathering-done`,
+    /// when no interface is up and running: that is reported as a gathering that found nothing,
+    /// so nobody waits for a signal that never comes. GLib thread.
+    private func gather(stream: guint) {
+        if nice_agent_gather_candidates(agent, stream) == 0 && stream == signalingStream {
+            deliver(.gatheringDone(candidates: []))
+        }
+    }
+
+    /// Gives `stream` the TURN server (over UDP or TCP). Returns false when libnice refuses it.
+    private static func setRelay(_ turn: ICEServer, agent: OpaquePointer, stream: guint) -> Bool {
+        let type = turn.transport == .tcp ? NICE_RELAY_TYPE_TURN_TCP : NICE_RELAY_TYPE_TURN_UDP
+        return nice_agent_set_relay_info(agent, stream, 1, turn.address, guint(turn.port), turn.username, turn.password, type) != 0
     }
 
     /// Starts an ICE restart (RFC 8445 §9): new local credentials, checks start again once the
@@ -262,38 +285,81 @@ public final class ICETransport: @unchecked Sendable {
     /// - Returns: the new local credentials and the local candidates, or nil when closed.
     public func restart() -> (ufrag: String, password: String, candidates: [String])? {
         runOnLoopThreadAndWait { me in
-            guard nice_agent_restart_stream(me.agent, me.streamID) != 0 else { return nil }
+            guard nice_agent_restart_stream(me.agent, me.signalingStream) != 0 else { return nil }
             let (u, p) = me.credentialsOnLoop()
             return (u, p, me.gatheredCandidates())
         } ?? nil
     }
 
-    /// Replaces the stream with a new one and gathers candidates again (after a local address
-    /// change libnice's restart would keep the old ones). `.gatheringDone` follows; the new local
-    /// credentials are read with `localCredentials()`. Media stops until the peer's answer is set.
+    /// Gathers candidates again on a new stream (after a local address or link change libnice's
+    /// restart would keep the old candidates). `.gatheringDone` follows; the new local
+    /// credentials are read with `localCredentials()`, and `setRemote` then applies to the new
+    /// stream.
+    ///
+    /// Make before break: the stream that carries media now keeps its selected pair, its sockets
+    /// and the direct route until the new stream selects a pair, so media resumes on the old
+    /// path by itself if that path comes back (a link that drops and returns) and nothing is
+    /// lost while the new one is negotiated. The old stream (and its TURN allocation) is removed
+    /// once the new one carries media. A regather while an earlier new stream has not selected a
+    /// pair yet replaces that one.
     public func regather() {
         guard !closed.load(ordering: .acquiring) else { return }
         let me = UnsafeSendableTransport(self)
         onLoopThread {
             let t = me.transport
-            let old = t.streamID
+            // A regather queued just before `close()` must not add an allocation nobody frees.
+            guard !t.closed.load(ordering: .acquiring) else { return }
             let new = nice_agent_add_stream(t.agent, 1)
             guard new != 0 else { return }
-            if let turn = t.configuration.turnServer {
-                _ = nice_agent_set_relay_info(
-                    t.agent, new, 1, turn.address, guint(turn.port), turn.username, turn.password, NICE_RELAY_TYPE_TURN_UDP)
-            }
+            if let turn = t.configuration.turnServer { _ = Self.setRelay(turn, agent: t.agent, stream: new) }
             nice_agent_attach_recv(t.agent, new, 1, t.context, iceReceive, UnsafeMutableRawPointer(t.hot))
-            t.hot.pointee.streamID = new
-            t.publishRoute(to: nil)  // the old socket goes with the old stream
-            nice_agent_attach_recv(t.agent, old, 1, t.context, nil, nil)
-            nice_agent_remove_stream(t.agent, old)
-            _ = nice_agent_gather_candidates(t.agent, new)
+            let previous = t.signalingStream
+            t.signalingStream = new
+            if previous != t.mediaStream { t.removeStream(previous) }  // never carried media: superseded
+            if t.mediaStream == 0 { t.hot.pointee.streamID = new }
+            t.gather(stream: new)
         }
     }
 
-    /// Whether a libnice signal for `stream` concerns the current stream (old streams are ignored).
-    fileprivate func isCurrent(stream: guint) -> Bool { stream == streamID }
+    /// Stops receiving on `stream` and removes it (libnice frees its TURN allocation). GLib thread.
+    fileprivate func removeStream(_ stream: guint) {
+        guard stream != 0 else { return }
+        nice_agent_attach_recv(agent, stream, 1, context, nil, nil)
+        nice_agent_remove_stream(agent, stream)
+    }
+
+    /// A stream selected a candidate pair. GLib thread.
+    /// - Returns: whether the pair carries media now (events about other streams are dropped).
+    fileprivate func pairSelected(stream: guint, remote: UnsafeMutablePointer<NiceCandidate>) -> Bool {
+        if stream == signalingStream && stream != mediaStream {
+            // The new stream works: media moves to it; the old one goes (after this signal).
+            let old = mediaStream
+            mediaStream = stream
+            hot.pointee.streamID = stream
+            publishRoute(stream: stream, to: remote)
+            if old != 0 {
+                let me = UnsafeSendableTransport(self)
+                let box = Unmanaged.passRetained(LoopClosure { me.transport.removeStream(old) }).toOpaque()
+                CNice_defer(context, iceRunClosure, box)
+            }
+            return true
+        }
+        guard stream == mediaStream else { return false }
+        publishRoute(stream: stream, to: remote)
+        return true
+    }
+
+    /// Whether a libnice gathering or state signal for `stream` concerns the stream descriptions
+    /// speak for (an old stream's are ignored: its pair keeps carrying media until the new one
+    /// works, and its failure is not the call's).
+    fileprivate func isCurrent(stream: guint) -> Bool { stream == signalingStream }
+
+    /// The local candidates gathered so far on the current stream (SDP attribute values), for a
+    /// gathering that is taking long (a STUN or TURN server out of reach): the host candidates
+    /// are there long before it gives up.
+    public func localCandidates() -> [String] {
+        runOnLoopThreadAndWait { $0.gatheredCandidates() } ?? []
+    }
 
     /// The local ICE username fragment and password.
     public func localCredentials() -> (ufrag: String, password: String) {
@@ -303,7 +369,7 @@ public final class ICETransport: @unchecked Sendable {
     private func credentialsOnLoop() -> (ufrag: String, password: String) {
         var ufrag: UnsafeMutablePointer<gchar>?
         var pwd: UnsafeMutablePointer<gchar>?
-        guard nice_agent_get_local_credentials(agent, streamID, &ufrag, &pwd) != 0, let ufrag, let pwd else {
+        guard nice_agent_get_local_credentials(agent, signalingStream, &ufrag, &pwd) != 0, let ufrag, let pwd else {
             return ("", "")
         }
         defer {
@@ -322,12 +388,12 @@ public final class ICETransport: @unchecked Sendable {
     public func setRemote(ufrag: String, password: String, candidates: [String]) throws(ICETransportError) -> Int {
         guard !closed.load(ordering: .acquiring) else { throw .closed }
         let a = agent
-        let hot = UnsafeSendablePointer(hot)
+        let me = UnsafeSendableTransport(self)
         let outcome = Mutex<(error: ICETransportError?, skipped: [String])>((nil, []))
         let done = Wakeup()
         onLoopThread {
             defer { done.signal() }
-            let s = hot.pointer.pointee.streamID
+            let s = me.transport.signalingStream
             guard nice_agent_set_remote_credentials(a, s, ufrag, password) != 0 else {
                 outcome.withLock { $0.error = .remoteRejected("credentials") }
                 return
@@ -406,11 +472,11 @@ public final class ICETransport: @unchecked Sendable {
         return mediaRoute
     }
 
-    /// Publishes the route to `remote`, the current selected pair's remote candidate (nil:
+    /// Publishes the route to `remote`, the remote candidate of `stream`'s selected pair (nil:
     /// withdraws the direct route). GLib thread.
-    fileprivate func publishRoute(to remote: UnsafeMutablePointer<NiceCandidate>?) {
+    fileprivate func publishRoute(stream: guint, to remote: UnsafeMutablePointer<NiceCandidate>?) {
         var route = ICEDirectRoute(address: sockaddr_storage(), addressLength: 0, fd: -1, generation: 0, pairSelected: remote != nil)
-        if let remote, let socket = nice_agent_get_selected_socket(agent, streamID, 1) {
+        if let remote, let socket = nice_agent_get_selected_socket(agent, stream, 1) {
             // NULL for a relayed or TCP local candidate: those keep going through libnice.
             let fd = g_socket_get_fd(socket)
             let duplicate = fd >= 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1
@@ -451,13 +517,43 @@ public final class ICETransport: @unchecked Sendable {
     /// - Note: Must not be called on the GLib thread (it joins it).
     public func close() {
         guard !closed.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        let closedRemotely = Wakeup()
+        var pendingRemoteClose = false
+        if configuration.turnServer != nil {
+            // Free the allocations and permissions held on the TURN server while the loop still
+            // runs (libnice's asynchronous close sends the deallocations and waits for them);
+            // left to expire, they would stay on the server for up to ten minutes. First what the
+            // media loop queued last (an RTCP BYE goes through the relay), and short STUN
+            // retransmissions, so a server that is out of reach costs about 1.4 s, not 39.
+            pendingRemoteClose = true
+            let box = UnsafeSendableRaw(Unmanaged.passRetained(closedRemotely).toOpaque())  // released by the callback
+            let a = agent
+            let hot = UnsafeSendableRaw(UnsafeMutableRawPointer(hot))
+            onLoopThread {
+                _ = iceSendReady(-1, G_IO_IN, hot.pointer)
+                CNice_set_uint(a, "stun-max-retransmissions", 2)
+                CNice_set_uint(a, "stun-initial-timeout", 200)
+                CNice_close_async(a, iceClosed, box.pointer)
+            }
+            if closedRemotely.wait(untilMonotonicNanoseconds: MonotonicClock.nanoseconds() + 2_000_000_000) { pendingRemoteClose = false }
+        }
         g_main_loop_quit(loop)
         thread.join()
         // No thread runs the context now: take it, and finish on this thread.
         _ = g_main_context_acquire(context)
+        if pendingRemoteClose {
+            // The deallocations are still out: keep their timers running (bounded) until libnice
+            // calls back, or the agent (which the pending close holds) would never be freed.
+            let deadline = MonotonicClock.nanoseconds() + 2_000_000_000
+            while !closedRemotely.wait(untilMonotonicNanoseconds: MonotonicClock.nanoseconds()), MonotonicClock.nanoseconds() < deadline {
+                if g_main_context_iteration(context, 0) == 0 { usleep(5_000) }
+            }
+        }
         // Flush what the media loop queued last (an RTCP BYE) before going quiet.
         _ = iceSendReady(-1, G_IO_IN, UnsafeMutableRawPointer(hot))
-        nice_agent_attach_recv(agent, streamID, 1, context, nil, nil)
+        for stream in Set([signalingStream, mediaStream]) where stream != 0 {
+            nice_agent_attach_recv(agent, stream, 1, context, nil, nil)
+        }
         CNice_disconnect_all(agent, Unmanaged.passUnretained(self).toOpaque())
         // Run (and free) closures still queued for the loop while the agent is alive.
         drainContext()
@@ -526,7 +622,7 @@ public final class ICETransport: @unchecked Sendable {
 
     fileprivate func gatheredCandidates() -> [String] {
         var out: [String] = []
-        guard let list = nice_agent_get_local_candidates(agent, streamID, 1) else { return out }
+        guard let list = nice_agent_get_local_candidates(agent, signalingStream, 1) else { return out }
         var node: UnsafeMutablePointer<GSList>? = list
         while let n = node {
             if let cand = n.pointee.data?.assumingMemoryBound(to: NiceCandidate.self),
@@ -551,10 +647,16 @@ private struct GLibLoopHandles: @unchecked Sendable {
     let loop: OpaquePointer
 }
 
-/// A pointer handed to closures that run on the GLib thread, which alone touches what it points to.
-private struct UnsafeSendablePointer<T>: @unchecked Sendable {
-    let pointer: UnsafeMutablePointer<T>
-    init(_ pointer: UnsafeMutablePointer<T>) { self.pointer = pointer }
+/// A retained object's address handed to the GLib thread.
+private struct UnsafeSendableRaw: @unchecked Sendable {
+    let pointer: UnsafeMutableRawPointer
+    init(_ pointer: UnsafeMutableRawPointer) { self.pointer = pointer }
+}
+
+/// `nice_agent_close_async` finished: wakes `close()`. GLib thread (or `close` draining the context).
+private func iceClosed(_ source: UnsafeMutablePointer<GObject>?, _ result: OpaquePointer?, _ data: gpointer?) {
+    guard let data else { return }
+    Unmanaged<Wakeup>.fromOpaque(data).takeRetainedValue().signal()
 }
 
 /// The transport, handed to closures that run on the GLib thread while it is open.
@@ -654,18 +756,23 @@ private func iceSelectedPair(
     _ local: UnsafeMutablePointer<NiceCandidate>?, _ remote: UnsafeMutablePointer<NiceCandidate>?, _ userData: gpointer?
 ) {
     let me = Unmanaged<ICETransport>.fromOpaque(userData!).takeUnretainedValue()
-    guard me.isCurrent(stream: stream), let local, let remote else { return }
-    me.publishRoute(to: remote)
+    guard let local, let remote, me.pairSelected(stream: stream, remote: remote) else { return }
     me.deliver(
         .selectedPairChanged(
-            local: describe(&local.pointee.addr), remote: describe(&remote.pointee.addr),
-            localType: typeName(local.pointee.type), remoteType: typeName(remote.pointee.type)))
+            ICESelectedPair(
+                local: describe(&local.pointee.addr), remote: describe(&remote.pointee.addr),
+                localType: typeName(local.pointee.type), remoteType: typeName(remote.pointee.type),
+                localBase: host(&local.pointee.base_addr))))
+}
+
+private func host(_ address: UnsafeMutablePointer<NiceAddress>) -> String {
+    var buffer = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN) + 1)
+    nice_address_to_string(address, &buffer)
+    return String(cString: buffer)
 }
 
 private func describe(_ address: UnsafeMutablePointer<NiceAddress>) -> String {
-    var buffer = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN) + 1)
-    nice_address_to_string(address, &buffer)
-    let host = String(cString: buffer)
+    let host = host(address)
     let port = nice_address_get_port(address)
     return host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
 }

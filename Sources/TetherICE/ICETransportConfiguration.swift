@@ -1,19 +1,31 @@
 /// A STUN or TURN server, by IP address (libnice takes literals; resolve names first).
 public struct ICEServer: Sendable, Equatable {
+    /// How Tether reaches a TURN server (the relayed candidates are UDP either way).
+    public enum Transport: String, Sendable, Equatable, CaseIterable {
+        /// TURN over UDP (RFC 8656), the default.
+        case udp
+        /// TURN over TCP to the server (RFC 8656 §3.1; the relayed side stays UDP): for networks that block
+        /// UDP, where only a TCP connection to the server gets out.
+        case tcp
+    }
+
     /// IPv4 or IPv6 literal.
     public var address: String
-    /// UDP port.
+    /// Port (UDP or TCP, per ``transport``).
     public var port: UInt16
     /// TURN username (ignored for STUN).
     public var username: String
     /// TURN password (ignored for STUN). Never logged.
     public var password: String
+    /// How a TURN server is reached (ignored for STUN, which is UDP).
+    public var transport: Transport
 
-    public init(address: String, port: UInt16 = 3478, username: String = "", password: String = "") {
+    public init(address: String, port: UInt16 = 3478, username: String = "", password: String = "", transport: Transport = .udp) {
         self.address = address
         self.port = port
         self.username = username
         self.password = password
+        self.transport = transport
     }
 }
 
@@ -26,7 +38,7 @@ public struct ICETransportConfiguration: Sendable, Equatable {
     public var localAddresses: [String]
     /// STUN server for server-reflexive candidates.
     public var stunServer: ICEServer?
-    /// TURN server (UDP) for relayed candidates.
+    /// TURN server for relayed candidates (over UDP or TCP).
     public var turnServer: ICEServer?
 
     public init(controlling: Bool, localAddresses: [String] = [], stunServer: ICEServer? = nil, turnServer: ICEServer? = nil) {

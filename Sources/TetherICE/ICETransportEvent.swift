@@ -4,6 +4,29 @@ public enum ICETransportEvent: Sendable, Equatable {
     case gatheringDone(candidates: [String])
     /// The component changed state.
     case componentStateChanged(ICEComponentState)
-    /// A pair was selected: local and remote transport addresses (`address:port`) and candidate types.
-    case selectedPairChanged(local: String, remote: String, localType: String, remoteType: String)
+    /// A pair was selected and carries media now.
+    case selectedPairChanged(ICESelectedPair)
+}
+
+/// The candidate pair media goes over.
+public struct ICESelectedPair: Sendable, Equatable {
+    /// Local transport address (`address:port`, IPv6 in brackets).
+    public var local: String
+    /// Remote transport address.
+    public var remote: String
+    /// Local candidate type: `host`, `srflx`, `prflx` or `relay`.
+    public var localType: String
+    /// Remote candidate type.
+    public var remoteType: String
+    /// The local interface address the pair's socket is bound to (the candidate's base; for a
+    /// relayed candidate, the address its connection to the TURN server leaves from), without port.
+    public var localBase: String
+
+    public init(local: String, remote: String, localType: String, remoteType: String, localBase: String) {
+        self.local = local
+        self.remote = remote
+        self.localType = localType
+        self.remoteType = remoteType
+        self.localBase = localBase
+    }
 }

@@ -219,7 +219,10 @@ struct ICETransportRestartTests {
         #expect(deliver(20, from: b, to: a) == 20)
     }
 
-    @Test func directSendsStopWhileTheStreamIsReplacedAndResumeOnTheNewPair() throws {
+    /// Make before break: while the new stream gathers and is negotiated, the old pair keeps
+    /// carrying media both ways (so a path that comes back by itself needs nothing); once the
+    /// new stream selects a pair, sends move to its socket and the old stream goes.
+    @Test func aRegatherKeepsTheOldPairCarryingMediaUntilTheNewStreamWorks() throws {
         let (a, b) = try connectedPair()
         defer {
             a.transport.close()
@@ -227,17 +230,26 @@ struct ICETransportRestartTests {
         }
         #expect(deliver(10, from: a, to: b) == 10)
         #expect(a.transport.directSendCount == 10)
+        let oldLocal = try #require(lastPair(a)).local
         let candidates = try regather(a)
-        // The old socket went with the old stream: nothing is sent on it any more (the datagram
-        // goes to libnice, which has no pair for the new stream yet).
-        var bytes = [UInt8](repeating: 0x80, count: 60)
-        bytes.withUnsafeBytes { _ = a.transport.send($0) }
-        #expect(a.transport.directSendCount == 10)
+        #expect(!candidates.isEmpty)
+        #expect(deliver(10, from: a, to: b) == 10)
+        #expect(deliver(10, from: b, to: a) == 10)
+        #expect(a.transport.directSendCount == 20)
         let pairsBefore = selectedPairs(a)
+        let bPairsBefore = selectedPairs(b)
         try exchange(afterRegatherOf: a, candidates: candidates, with: b)
         #expect(awaitNewPair(a, after: pairsBefore))
-        // The new pair's socket carries the media again.
+        #expect(awaitNewPair(b, after: bPairsBefore))
+        // The new pair is the new stream's: another local socket, which carries the media now.
+        #expect(try #require(lastPair(a)).local != oldLocal)
         #expect(deliver(20, from: a, to: b) == 20)
-        #expect(a.transport.directSendCount == 30)
+        #expect(a.transport.directSendCount == 40)
+        #expect(deliver(20, from: b, to: a) == 20)
+    }
+
+    /// The pair `peer` reported last.
+    func lastPair(_ peer: Peer) -> ICESelectedPair? {
+        peer.log.all.compactMap { e -> ICESelectedPair? in if case .selectedPairChanged(let p) = e { p } else { nil } }.last
     }
 }
