@@ -10,7 +10,7 @@ PACKAGES=(
     libopus-dev libsrtp2-dev libnice-dev libasound2-dev libpulse-dev   # C libraries (CModules/)
     pulseaudio pulseaudio-utils alsa-utils libasound2-plugins           # user-space audio devices for device tests
     sox                                                                 # audio checks in tests and tools
-    iproute2                                                            # network-namespace fault tests
+    iproute2 nftables conntrack coturn                                  # fault matrix: namespaces, drops, NAT, TURN
 )
 
 missing=()

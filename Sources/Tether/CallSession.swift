@@ -63,6 +63,10 @@ public actor CallSession {
     private var offeredAttempt: Int?
     /// Our subscription to the process's network-change monitor.
     private var networkSubscription: UInt64?
+    /// The candidate pair carrying media now.
+    private var selectedPair: ICESelectedPair?
+    /// What network changes mean for the path.
+    private var networkJudge: NetworkPathJudge { NetworkPathJudge(pinnedAddresses: configuration.localAddresses) }
     /// o= session ID, kept for every renegotiation (RFC 3264 §8).
     private let sdpSessionID = UInt64.random(in: 1...(UInt64(1) << 62))
     /// o= version, bumped for every new description we send.
@@ -201,30 +205,49 @@ public actor CallSession {
     /// the controlled side drops its own and answers, the controlling side refuses the other with
     /// error 5003. Media keeps flowing on the old pair meanwhile, and SRTP keys and counters are
     /// kept (the same a=crypto line is offered again).
-    /// - Returns: whether an offer was sent.
+    /// A description is never sent without candidates: when gathering finds none (the network
+    /// went away), nothing is offered and the reconnection core waits for a usable network.
+    /// - Returns: what became of the attempt.
+    /// - Parameter attempt: the reconnection core's attempt this offer is for; when the core moved
+    ///   on while candidates were gathered (the peer's offer was answered instead, the network
+    ///   went away), nothing is sent.
     @discardableResult
-    func startICERestart(regather: Bool) async -> Bool {
-        guard let negotiated, let transport, !state.isEnded, state != .ending else { return false }
+    func startICERestart(attempt: Int? = nil, regather: Bool) async -> RestartOutcome {
+        guard let negotiated, let transport, !state.isEnded, state != .ending else { return .notSent }
         let controlling = transport.configuration.controlling
-        if !controlling && !regather { return false }  // wait for the controlling side's offer
+        if !controlling && !regather { return .notSent }  // wait for the controlling side's offer
+        func superseded() -> Bool { state.isEnded || (attempt != nil && machine?.attemptInFlight != attempt) }
         let candidates: [String]
         if regather {
             let fresh = await regatherCandidates()
-            // No usable address (the network is down): nothing worth offering. The attempt times
-            // out and is retried; a new address also triggers a fresh attempt through the monitor.
-            guard let fresh, !fresh.isEmpty, !state.isEnded else { return false }
+            if superseded() { return .notSent }
+            guard let fresh else { return .foundNothing }
             candidates = fresh
         } else {
-            guard let r = transport.restart() else { return false }
+            // A gathering of ours may still be running (a re-gather): its candidates, not a part.
+            if gathered == nil { _ = await awaitGathering() }
+            if superseded() { return .notSent }
+            guard let r = transport.restart() else { return .notSent }
             candidates = r.candidates
         }
+        guard !candidates.isEmpty else { return .foundNothing }
         sdpSessionVersion += 1
         let offer = AudioOfferAnswer.makeOffer(localParameters(candidates: candidates, crypto: [negotiated.localCrypto]))
         localOffer = offer
         restartOfferOutstanding = true
         restartsOffered += 1
         eventSink.yield(.localDescription(SessionDescriptionMessage(kind: .offer, sdp: offer.serialized(), isRestart: true)))
-        return true
+        return .sent
+    }
+
+    /// What `startICERestart` did.
+    enum RestartOutcome: Equatable {
+        /// The restart offer went out.
+        case sent
+        /// Nothing to do (the call ended, or the other side offers restarts).
+        case notSent
+        /// Gathering found no candidate: no offer (the network is gone).
+        case foundNothing
     }
 
     /// The peer's answer to our restart offer.
@@ -283,12 +306,26 @@ public actor CallSession {
                 }
                 regather = actions.contains(.answerRenewalOffer(regatherCandidates: true))
             }
+            let answering = machine?.attemptInFlight
             if regather {
                 let fresh = await regatherCandidates()
-                guard let fresh, !state.isEnded else { throw .invalidState("the call ended while ICE was gathering") }
-                candidates = fresh
-            } else if let r = transport.restart() {
-                candidates = r.candidates
+                guard !state.isEnded else { throw .invalidState("the call ended while ICE was gathering") }
+                candidates = fresh ?? []
+            } else {
+                if gathered == nil { _ = await awaitGathering() }  // our own re-gather may be running
+                guard !state.isEnded else { throw .invalidState("the call ended while ICE was gathering") }
+                candidates = transport.restart()?.candidates ?? []
+            }
+            // Another offer from the peer was taken up while we gathered: this one is stale.
+            guard machine?.attemptInFlight == answering else {
+                throw .invalidState("a newer restart offer from the peer was answered while this one waited for candidates")
+            }
+            // Never answer without candidates: the network is gone; wait for it.
+            guard !candidates.isEmpty else {
+                if let attempt = machine?.attemptInFlight { feed(.gatheringFoundNothing(attempt: attempt)) }
+                throw TetherError(
+                    code: .iceGatheringFailed, isTerminal: false, canRetry: true,
+                    message: "no local candidate to answer the peer's restart offer with (no usable network); the call waits for one")
             }
         }
         sdpSessionVersion += 1
@@ -529,11 +566,13 @@ public actor CallSession {
         return await waitForGathering()
     }
 
-    /// Gathers candidates again on a fresh ICE stream (after a local network change).
+    /// Gathers candidates again on a fresh ICE stream (after a local network change); the old
+    /// pair keeps carrying media until the new stream works. Nil when nothing was found.
     private func regatherCandidates() async -> [String]? {
         gathered = nil
         transport?.regather()
-        return await awaitGathering()
+        let fresh = await awaitGathering()
+        return fresh?.isEmpty == false ? fresh : nil
     }
 
     /// Waits for the current gathering to finish (candidates), or nil on time-out or hang-up.
@@ -543,10 +582,13 @@ public actor CallSession {
         }
     }
 
+    /// Gathering ran 10 s without finishing (a STUN or TURN server out of reach): go on with
+    /// what was found so far (the host candidates), or nil when the call ended or nothing was.
     private func gatheringTimedOut() {
         let waiters = gatherWaiters
         gatherWaiters = []
-        for w in waiters { w.resume(returning: nil) }
+        let sofar = state.isEnded ? [] : (transport?.localCandidates() ?? [])
+        for w in waiters { w.resume(returning: sofar.isEmpty ? nil : sofar) }
     }
 
     /// Negotiation finished: set up ICE remote side, SRTP, Opus and the media loop.
@@ -785,7 +827,9 @@ public actor CallSession {
         }
         if c.peerReportArrivalNanoseconds > fedReport {
             fedReport = c.peerReportArrivalNanoseconds
-            feed(.peerReport(extendedHighestSequence: c.peerReportedHighestSequence), at: instant(fedReport))
+            feed(
+                .peerReport(extendedHighestSequence: c.peerReportedHighestSequence, missesRecentPackets: c.peerReportMissesRecentPackets),
+                at: instant(fedReport))
         }
         if c.lastDecodedNanoseconds > fedDecoded {
             fedDecoded = c.lastDecodedNanoseconds
@@ -807,7 +851,13 @@ public actor CallSession {
             case .changeState(let to):
                 switch to {
                 case .established, .mediaDisrupted, .renewingMedia:
+                    let before = state
                     if let s = Self.callState(to), state != s, !state.isEnded, state != .ending { transition(to: s) }
+                    // Our reception stopped or came back: tell the peer now (an RTCP report), so it
+                    // sees one-way audio, or its end, within a round trip, not a report interval.
+                    if to == .mediaDisrupted || (to == .established && (before == .mediaDisrupted || before == .renewingMedia)) {
+                        media?.reportSoon.store(true, ordering: .relaxed)
+                    }
                 case .idle, .connecting, .ended:
                     break  // set-up and endings are the session's own transitions
                 }
@@ -845,9 +895,14 @@ public actor CallSession {
 
     private func beginRenewal(attempt: Int, regather: Bool) async {
         guard !state.isEnded else { return }
-        if await startICERestart(regather: regather) {
+        switch await startICERestart(attempt: attempt, regather: regather) {
+        case .sent:
             offeredAttempt = attempt
             feed(.renewalStarted(attempt: attempt))
+        case .foundNothing:
+            feed(.gatheringFoundNothing(attempt: attempt))
+        case .notSent:
+            break
         }
     }
 
@@ -889,15 +944,17 @@ public actor CallSession {
         }
     }
 
-    /// A debounced change of local addresses or links. It matters when an address our candidates
-    /// use went away, a link went down, or new addresses appeared while media is disrupted.
+    /// A debounced change of local addresses or links (see `NetworkPathJudge`): the path's
+    /// local side gone (renew on what is left, or wait for a network when nothing is), or a
+    /// network back while media is disrupted (renew on it).
     private func networkChanged(_ change: NetworkChange) {
-        guard !state.isEnded, state != .ending else { return }
-        let ours = Set((gathered ?? []).compactMap { try? ICECandidate.parse($0).address })
-        let lostOurs = change.removedAddresses.contains { ours.contains($0.address.description) }
+        guard !state.isEnded, state != .ending, let usable = NetworkChangeHub.shared.usableAddresses() else { return }
+        let ours = Set((gathered ?? []).compactMap { try? ICECandidate.parse($0) }.filter { $0.type != .relay }.map(\.address))
         let disrupted = state == .mediaDisrupted || state == .renewingMedia
-        if lostOurs || !change.linksDown.isEmpty || (disrupted && !change.addedAddresses.isEmpty) {
-            feed(.localNetworkChanged)
+        switch networkJudge.verdict(change: change, usable: usable, pair: selectedPair, gatheredAddresses: ours, disrupted: disrupted) {
+        case .ignore: break
+        case .renew: feed(.localNetworkChanged)
+        case .lost: feed(.localNetworkLost)
         }
     }
 
@@ -934,12 +991,14 @@ public actor CallSession {
                 eventSink.yield(.error(error))
                 finish(CallTerminationReason(cause: .connectionFailed, error: error), sendBye: false)
             }
-        case .ice(.selectedPairChanged(let local, let remote, let lt, let rt)):
+        case .ice(.selectedPairChanged(let pair)):
+            selectedPair = pair
             statisticsContext.withLock {
-                $0.localAddress = local
-                $0.remoteAddress = remote
+                $0.localAddress = pair.local
+                $0.remoteAddress = pair.remote
             }
-            eventSink.yield(.candidatePairSelected(local: local, remote: remote, localType: lt, remoteType: rt))
+            eventSink.yield(
+                .candidatePairSelected(local: pair.local, remote: pair.remote, localType: pair.localType, remoteType: pair.remoteType))
         case .media(.firstMediaDecoded):
             feed(.mediaDecoded)
         case .media(.byeReceived):

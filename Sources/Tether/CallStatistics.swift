@@ -203,6 +203,9 @@ struct MediaCounters: BitwiseCopyable {
     var peerReportedHighestSequence: UInt32 = 0
     /// Monotonic arrival instant of that report, 0 before any.
     var peerReportArrivalNanoseconds: UInt64 = 0
+    /// That report shows the peer missing every packet we sent more than a round trip and 300 ms
+    /// before it arrived: what we send does not reach it (one-way audio), from one report.
+    var peerReportMissesRecentPackets = false
     /// The encoder's settings: as negotiated at first, then as the loss adaptation sets them.
     var encoderExpectedLossPercent = 0
     var encoderInBandFEC = false

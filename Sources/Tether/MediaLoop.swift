@@ -116,6 +116,18 @@ final class MediaLoop: @unchecked Sendable {
     private var concealmentFade = ConcealmentFade()
     /// Set by `stop(sendBye:)` before the thread is told to stop; read by the thread as it exits.
     private let stopWithBye = Atomic<Bool>(false)
+    /// The session asks for an RTCP report at the next pass (media stopped or came back), so the
+    /// peer learns it within a round trip rather than a report interval. Relaxed: a request
+    /// flag, it guards no data.
+    let reportSoon = Atomic<Bool>(false)
+    /// When the last RTCP report went out (media thread).
+    private var lastReportAtNanoseconds: UInt64 = 0
+    /// The packets we sent lately: send instant and sequence number, a ring of
+    /// `sentHistoryCapacity` (about 5 s at 20 ms), to tell from one report whether the peer
+    /// missed what we sent well before it (media thread).
+    private let sentHistory: UnsafeMutablePointer<(at: UInt64, sequence: UInt16)>
+    private static let sentHistoryCapacity = 256
+    private var sentHistoryCount = 0
 
     init(_ setup: Setup) {
         self.setup = setup
@@ -136,6 +148,8 @@ final class MediaLoop: @unchecked Sendable {
         sendsRedundantCopies = setup.lossAdaptation.settings.redundancy
         stats.encoderRedundancy = sendsRedundantCopies
         rtcpBuffer = .allocate(byteCount: 1500, alignment: 16)
+        sentHistory = .allocate(capacity: Self.sentHistoryCapacity)
+        sentHistory.initialize(repeating: (0, 0), count: Self.sentHistoryCapacity)
         reportBlock = .allocate(capacity: 1)
         reportBlock.initialize(repeating: RTCPReportBlock(ssrc: 0, fractionLost: 0, cumulativeLost: 0, extendedHighestSequence: 0, interarrivalJitter: 0, lastSenderReport: 0, delaySinceLastSenderReport: 0))
         rtcpWriter = RTCPCompoundWriter(cname: Array(setup.cname.utf8.prefix(255)))!
@@ -160,6 +174,7 @@ final class MediaLoop: @unchecked Sendable {
         redundantCopy.deallocate()
         rtcpBuffer.deallocate()
         reportBlock.deallocate()
+        sentHistory.deallocate()
     }
 
     /// The scheduling the media thread (the loop's worker) got.
@@ -228,7 +243,10 @@ final class MediaLoop: @unchecked Sendable {
     func sendAndReport(now: UInt64) {
         if nextRTCP == 0 { _ = nextDeadline(now: now) }
         sendCaptured(now: now)
-        if now >= nextRTCP {
+        // A report the session asked for (at most one per 200 ms), or the regular one.
+        let early = reportSoon.load(ordering: .relaxed) && now &- lastReportAtNanoseconds >= 200_000_000
+        if now >= nextRTCP || early {
+            if early { reportSoon.store(false, ordering: .relaxed) }
             sendRTCP(now: now, bye: false)
             nextRTCP = now + nanoseconds(seconds: setup.rtcpIntervalSeconds * randomUnit(1))
         }
@@ -376,11 +394,36 @@ final class MediaLoop: @unchecked Sendable {
         stats.encoderAdaptations += 1
     }
 
+    /// Whether a report that arrived at `arrivalNanoseconds` shows the peer missing every packet
+    /// we sent more than a round trip plus 300 ms before (its highest sequence received is older
+    /// than the newest such packet). Fifteen packets in a row lost by chance is vanishingly
+    /// unlikely even at 20 % loss, so one such report means the peer does not receive us.
+    /// - Note: Media thread; no allocation.
+    private func missesRecentPackets(reportedHighest: UInt16, arrivalNanoseconds: UInt64) -> Bool {
+        let rtt = stats.roundTripTimeMilliseconds > 0 ? UInt64(stats.roundTripTimeMilliseconds * 1_000_000) : 200_000_000
+        let margin = rtt + 300_000_000
+        guard arrivalNanoseconds > margin else { return false }
+        let cutoff = arrivalNanoseconds - margin
+        // The newest packet sent at or before the cutoff.
+        let stored = min(sentHistoryCount, Self.sentHistoryCapacity)
+        var index = 0
+        while index < stored {
+            let entry = sentHistory[(sentHistoryCount - 1 - index) % Self.sentHistoryCapacity]
+            if entry.at <= cutoff {
+                return Int16(bitPattern: entry.sequence &- reportedHighest) > 0
+            }
+            index += 1
+        }
+        return false
+    }
+
     /// Takes the peer's view of our stream from the report blocks about our SSRC.
     private func absorb(_ blocks: RTCPReportBlocks, arrivalNTPMiddle32: UInt32, reportArrivalNanoseconds: UInt64) {
         for block in blocks where block.ssrc == localSSRC {
             stats.peerReportedHighestSequence = block.extendedHighestSequence
             stats.peerReportArrivalNanoseconds = reportArrivalNanoseconds
+            stats.peerReportMissesRecentPackets = missesRecentPackets(
+                reportedHighest: UInt16(truncatingIfNeeded: block.extendedHighestSequence), arrivalNanoseconds: reportArrivalNanoseconds)
             stats.remotePacketsLost = Int(block.cumulativeLost)
             stats.remoteFractionLost = Double(block.fractionLost) / 256
             stats.remoteJitterMilliseconds = Double(block.interarrivalJitter) / 48
@@ -480,6 +523,8 @@ final class MediaLoop: @unchecked Sendable {
         case .queueFull, .noPath, .failed:
             break
         }
+        sentHistory[sentHistoryCount % Self.sentHistoryCapacity] = (now, sequenceNumber)
+        sentHistoryCount &+= 1
         if sendsRedundantCopies {
             redundantCopy.baseAddress!.copyMemory(from: packet.baseAddress!, byteCount: length)
             redundantCopyLength = length
@@ -528,6 +573,7 @@ final class MediaLoop: @unchecked Sendable {
         } catch {
             return
         }
+        lastReportAtNanoseconds = now
         do throws(SRTPError) {
             let protected = try setup.outbound.protectRTCP(rtcpBuffer, length: length)
             if setup.transport.send(UnsafeRawBufferPointer(rebasing: rtcpBuffer[0..<protected]), kind: .rtcp) == .sent {

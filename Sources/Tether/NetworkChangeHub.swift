@@ -55,6 +55,14 @@ final class NetworkChangeHub: Sendable {
         toStop?.stop()
     }
 
+    /// The local addresses media could use now: every address (loopback and link-local too)
+    /// on a link that is up and running, or nil when the monitor is not running.
+    func usableAddresses() -> [InterfaceAddress]? {
+        guard let monitor = state.withLock({ $0.monitor }) else { return nil }
+        let operational = Set(monitor.currentLinks().filter { $0.isOperational || $0.isLoopback }.map(\.interfaceIndex))
+        return monitor.currentAddresses(includingLoopbackAndLinkLocal: true).filter { operational.contains($0.interfaceIndex) }
+    }
+
     private func deliver(_ change: NetworkChange) {
         let handlers = state.withLock { Array($0.subscribers.values) }
         for h in handlers { h(change) }

@@ -39,8 +39,11 @@ struct Call: AsyncParsableCommand {
     @Option(help: "STUN server as IP:PORT.")
     var stun: String?
 
-    @Option(help: "TURN (UDP) server as IP:PORT:USERNAME:PASSWORD.")
+    @Option(help: "TURN server as IP:PORT:USERNAME:PASSWORD.")
     var turn: String?
+
+    @Option(help: "How the TURN server is reached: udp, or tcp where UDP is blocked.")
+    var turnTransport: IceServer.Transport = .udp
 
     @Option(help: "Opus frame duration in milliseconds (10, 20, 40, 60).")
     var ptime: Int = 20
@@ -122,7 +125,10 @@ struct Call: AsyncParsableCommand {
         c.localAddresses = localAddresses
         c.statisticsIntervalSeconds = statisticsInterval
         if let stun { c.stunServer = try ServerSpec.parse(stun, credentials: false) }
-        if let turn { c.turnServer = try ServerSpec.parse(turn, credentials: true) }
+        if let turn {
+            c.turnServer = try ServerSpec.parse(turn, credentials: true)
+            c.turnServer?.transport = turnTransport
+        }
         c.reconnection.disruptionThresholdSeconds = disruptionThreshold
         c.reconnection.renewalDelaySeconds = renewalDelay
         c.reconnection.giveUpSeconds = giveUp
@@ -343,3 +349,5 @@ enum ServerSpec {
         return IceServer(address: host, port: port)
     }
 }
+
+extension IceServer.Transport: ExpressibleByArgument {}
