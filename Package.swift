@@ -66,6 +66,9 @@ let package = Package(
         .executableTarget(name: "fuzz-sdp", dependencies: ["TetherFuzzing"]),
         .executableTarget(name: "fuzz-rtp", dependencies: ["TetherFuzzing"]),
         .executableTarget(name: "fuzz-jitter-buffer", dependencies: ["TetherFuzzing"]),
+        // The fault matrix: `tether call` processes in network namespaces and real kernel faults
+        // (tests and `tether-bench faults`).
+        .target(name: "TetherFaultLab"),
         // Two in-process sessions joined by signaling and (optionally) the impairment relay.
         .target(name: "TetherTestbed", dependencies: ["Tether", "TetherCore", "TetherFaults", "TetherRealtime", "TetherAudio", "CTetherSystem"]),
         // `tether-relay`: the impairment relay as a process controlled by JSON lines.
@@ -82,7 +85,7 @@ let package = Package(
             name: "tether-bench",
             dependencies: [
                 "TetherCodec", "TetherRTP", "TetherCore", "TetherRealtime", "CSRTP", "COpus", "CAllocationCounter",
-                "Tether", "TetherTestbed", "TetherFaults", "TetherAudio",
+                "Tether", "TetherTestbed", "TetherFaults", "TetherAudio", "TetherFaultLab",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Benchmarks/tether-bench"),
@@ -99,6 +102,7 @@ let package = Package(
         .testTarget(name: "TetherFaultsTests", dependencies: ["TetherFaults", "CTetherNet"]),
         .testTarget(name: "TetherNetworkMonitorTests", dependencies: ["TetherNetworkMonitor", "CTetherNet"]),
         .testTarget(name: "TetherFuzzingTests", dependencies: ["TetherFuzzing"]),
+        .testTarget(name: "TetherFaultLabTests", dependencies: ["TetherFaultLab"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,0 +1,115 @@
+/// One row of the fault matrix: a real fault between two `tether call` processes in two network
+/// namespaces, caused by the kernel event that causes it in real life.
+public enum FaultScenario: Sendable, Hashable, CustomStringConvertible {
+    /// A's only link goes down (`ip link set … down`) for `seconds`, then up, as when Wi-Fi drops.
+    case linkFlap(seconds: Double)
+    /// A's only link goes down and stays down past the give-up.
+    case linkLost
+    /// A new address on A's link and the old one removed (a new DHCP lease).
+    case renumber
+    /// A and B joined by two links; the one carrying the call is cut for good, then restored and
+    /// the other cut (the call must follow both ways).
+    case interfaceSwitch
+    /// A and B both renumbered at once.
+    case bothRenumber
+    /// A behind a router that masquerades it with random ports; the router's conntrack is
+    /// flushed mid-call, so A's external port changes.
+    case natRebinding
+    /// A's default route (its way to B through a router) removed for `seconds`, then restored.
+    case routeRemoved(seconds: Double)
+    /// A's outgoing UDP dropped for `seconds` (one-way audio), then let through again.
+    case oneWay(seconds: Double)
+    /// All UDP in A's namespace dropped for `seconds` while the link stays up.
+    case blackHole(seconds: Double)
+    /// A stopped with SIGSTOP for `seconds` (a laptop lid), then continued.
+    case processStopped(seconds: Double)
+    /// A killed with SIGKILL: B is left alone and must give up.
+    case peerKilled
+    /// `percent` % of UDP in each direction dropped at random for `seconds`.
+    case randomLoss(percent: Int, seconds: Double)
+    /// A and B reach each other only through a TURN server (UDP between them blocked): the call
+    /// is set up over TURN/UDP, and restored through it after a 3 s outage of A's UDP.
+    case relayOnly
+    /// All UDP blocked in A's and B's namespaces: the call runs over TURN on TCP.
+    case relayOverTCP
+    /// The direct path between A and B dies mid-call (TURN still reachable): the restart moves
+    /// the call onto the relay.
+    case directPathDiesOntoRelay
+
+    /// The whole matrix, as issue 13 describes it. `lossSeconds` shortens the random-loss row
+    /// (10 minutes in full).
+    public static func matrix(lossSeconds: Double = 600) -> [FaultScenario] {
+        [
+            .linkFlap(seconds: 0.5), .linkFlap(seconds: 1.5), .linkFlap(seconds: 5), .linkFlap(seconds: 30), .linkLost,
+            .renumber, .interfaceSwitch, .bothRenumber, .natRebinding, .routeRemoved(seconds: 3), .oneWay(seconds: 5),
+            .blackHole(seconds: 0.5), .blackHole(seconds: 1.5), .blackHole(seconds: 5), .blackHole(seconds: 30),
+            .processStopped(seconds: 10), .peerKilled, .randomLoss(percent: 20, seconds: lossSeconds),
+            .relayOnly, .relayOverTCP, .directPathDiesOntoRelay,
+        ]
+    }
+
+    /// A short name for tables and logs.
+    public var description: String {
+        func s(_ v: Double) -> String { v == v.rounded() ? "\(Int(v)) s" : "\(v) s" }
+        switch self {
+        case .linkFlap(let d): return "only link down \(s(d)), then up"
+        case .linkLost: return "only link down for good (give-up)"
+        case .renumber: return "address renumbered (new DHCP lease)"
+        case .interfaceSwitch: return "interface switch and back"
+        case .bothRenumber: return "both sides renumbered at once"
+        case .natRebinding: return "NAT rebinding (conntrack flushed)"
+        case .routeRemoved(let d): return "default route removed \(s(d)), restored"
+        case .oneWay(let d): return "A's output blocked \(s(d)) (one-way)"
+        case .blackHole(let d): return "all UDP black-holed \(s(d)), link up"
+        case .processStopped(let d): return "A stopped \(s(d)) (SIGSTOP/SIGCONT)"
+        case .peerKilled: return "A killed (SIGKILL)"
+        case .randomLoss(let p, let d): return "\(p) % random loss for \(s(d))"
+        case .relayOnly: return "TURN/UDP only, 3 s outage"
+        case .relayOverTCP: return "all UDP blocked: TURN over TCP"
+        case .directPathDiesOntoRelay: return "direct path dies: onto TURN"
+        }
+    }
+
+    /// What the row must show, in words (the README's and the bench's "must show" column).
+    public var requirement: String {
+        switch self {
+        case .linkFlap: "restored ≤ 1 s after the link is back; no give-up"
+        case .linkLost: "ended 50 ± 0.5 s after the last packet, 1004, both sides"
+        case .renumber: "restored ≤ 1 s after the change"
+        case .interfaceSwitch: "audio gap ≤ 500 ms each way"
+        case .bothRenumber: "restored ≤ 2 s"
+        case .natRebinding: "restored ≤ 1 s"
+        case .routeRemoved: "restored ≤ 1 s after the route is back"
+        case .oneWay: "A outbound-disrupted ≤ 3 s, B disrupted ≤ 1.1 s; both restored ≤ 1 s after"
+        case .blackHole: "detected ≤ 1.1 s, restored ≤ 1 s after the path returns"
+        case .processStopped: "both recover; no stale audio after the resume"
+        case .peerKilled: "B ends 50 ± 0.5 s after the last packet, 1004"
+        case .randomLoss: "never leaves established; RSS flat (± 2 MB)"
+        case .relayOnly: "set up through TURN/UDP; restored ≤ 1 s after the outage"
+        case .relayOverTCP: "set up and carried through TURN/TCP"
+        case .directPathDiesOntoRelay: "on the relay ≤ 1 s after detection"
+        }
+    }
+
+    /// The network the row needs.
+    var shape: LabNetwork.Shape {
+        switch self {
+        case .interfaceSwitch: .direct(links: 2)
+        case .natRebinding: .routed(nat: true)
+        case .routeRemoved: .routed(nat: false)
+        case .relayOnly, .relayOverTCP: .relayed(direct: false)
+        case .directPathDiesOntoRelay: .relayed(direct: true)
+        default: .direct(links: 1)
+        }
+    }
+
+    /// Roughly how long the row takes, in seconds (for scheduling).
+    public var expectedSeconds: Double {
+        switch self {
+        case .linkFlap(let d), .routeRemoved(let d), .oneWay(let d), .blackHole(let d), .processStopped(let d): 10 + d
+        case .linkLost, .peerKilled: 62
+        case .randomLoss(_, let d): 12 + d
+        default: 16
+        }
+    }
+}

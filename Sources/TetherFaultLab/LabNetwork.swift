@@ -1,0 +1,163 @@
+import Foundation
+
+/// Network namespaces the lab creates for one scenario, joined by veth pairs, and the kernel
+/// events it causes in them: links down and up, addresses added and removed, routes removed,
+/// nftables rules, conntrack flushed. Everything is deleted by `tearDown()`; nothing touches the
+/// machine's own namespace. IPv4 only (IPv6 is switched off inside, so that a link-local pair
+/// cannot quietly survive a fault meant to break the path).
+final class LabNetwork: @unchecked Sendable {
+    /// The shapes a scenario can ask for.
+    enum Shape: Sendable {
+        /// A and B joined directly by `links` veth pairs: link i is 10.(70+i).0.1/24 (A) ⇄ .2 (B).
+        case direct(links: Int)
+        /// A — R — B through a router namespace: A 10.80.1.2/24 (default via R), B 10.80.2.2/24
+        /// (default via R). With `nat`, R masquerades A behind 10.80.2.1 with random ports, so
+        /// every new conntrack entry has a new external port.
+        case routed(nat: Bool)
+        /// A and B reach only T (A 10.92.1.2 ⇄ T 10.92.1.1, B 10.92.2.2 ⇄ T 10.92.2.1; T does
+        /// not forward), where a TURN server relays on 10.92.0.1; with `direct`, A and B are also
+        /// joined directly (10.93.0.1 ⇄ 10.93.0.2).
+        case relayed(direct: Bool)
+    }
+
+    let prefix: String
+    let a: String
+    let b: String
+    /// The router (routed) or TURN (relayed) namespace.
+    let middle: String?
+    private(set) var namespaces: [String] = []
+
+    /// Creates the namespaces and links of `shape` and waits until every link is operational.
+    init(shape: Shape, tag: String) async throws(FaultLabError) {
+        prefix = "tfl-\(tag)"
+        a = prefix + "-a"
+        b = prefix + "-b"
+        switch shape {
+        case .direct: middle = nil
+        case .routed: middle = prefix + "-r"
+        case .relayed: middle = prefix + "-t"
+        }
+        do {
+            try build(shape)
+        } catch {
+            tearDown()
+            throw error
+        }
+        for ns in namespaces {
+            for link in links(in: ns) {
+                if await waitOperational(ns, link) { continue }
+                tearDown()
+                throw .commandFailed(command: "wait for \(link) in \(ns)", status: -1, output: "the link did not come up within 5 s")
+            }
+        }
+    }
+
+    private func build(_ shape: Shape) throws(FaultLabError) {
+        for ns in [a, b] + (middle.map { [$0] } ?? []) { try addNamespace(ns) }
+        switch shape {
+        case .direct(let count):
+            for i in 0..<count {
+                try veth(a, "e\(i)", "10.\(70 + i).0.1/24", b, "e\(i)", "10.\(70 + i).0.2/24")
+            }
+        case .routed(let nat):
+            let r = middle!
+            try veth(a, "e0", "10.80.1.2/24", r, "ea", "10.80.1.1/24")
+            try veth(b, "e0", "10.80.2.2/24", r, "eb", "10.80.2.1/24")
+            try Shell.must(in: r, "sysctl -qw net.ipv4.ip_forward=1")
+            try Shell.must("ip -n \(a) route add default via 10.80.1.1")
+            try Shell.must("ip -n \(b) route add default via 10.80.2.1")
+            if nat {
+                try nft(r, table: "nat", "chain post { type nat hook postrouting priority 100; oifname \"eb\" masquerade random; }", family: "ip")
+            }
+        case .relayed(let direct):
+            let t = middle!
+            try veth(a, "e0", "10.92.1.2/24", t, "ea", "10.92.1.1/24")
+            try veth(b, "e0", "10.92.2.2/24", t, "eb", "10.92.2.1/24")
+            try Shell.must("ip -n \(t) addr add 10.92.0.1/32 dev lo")  // the relay address (no dummy links in this kernel)
+            try Shell.must("ip -n \(a) route add 10.92.0.1/32 via 10.92.1.1")
+            try Shell.must("ip -n \(b) route add 10.92.0.1/32 via 10.92.2.1")
+            if direct { try veth(a, "e1", "10.93.0.1/24", b, "e1", "10.93.0.2/24") }
+        }
+    }
+
+    private func addNamespace(_ ns: String) throws(FaultLabError) {
+        _ = Shell.run("ip netns del \(ns) 2>/dev/null")
+        try Shell.must("ip netns add \(ns)")
+        namespaces.append(ns)
+        try Shell.must(
+            in: ns,
+            "ip link set lo up; sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1 "
+                + "net.ipv4.conf.all.promote_secondaries=1 net.ipv4.conf.default.promote_secondaries=1")
+    }
+
+    private func veth(_ ns1: String, _ dev1: String, _ address1: String, _ ns2: String, _ dev2: String, _ address2: String) throws(FaultLabError) {
+        try Shell.must("ip link add \(dev1) netns \(ns1) type veth peer name \(dev2) netns \(ns2)")
+        try Shell.must("ip -n \(ns1) addr add \(address1) dev \(dev1) && ip -n \(ns1) link set \(dev1) up")
+        try Shell.must("ip -n \(ns2) addr add \(address2) dev \(dev2) && ip -n \(ns2) link set \(dev2) up")
+    }
+
+    private func links(in ns: String) -> [String] {
+        Shell.run("ip -n \(ns) -o link show type veth").output.split(separator: "\n").compactMap { line in
+            line.split(separator: ":").dropFirst().first.map { String($0.trimmingCharacters(in: .whitespaces).split(separator: "@").first ?? "") }
+        }
+    }
+
+    /// Waits (up to 5 s) until `link` in `ns` is operationally up: the kernel reports a new
+    /// link's carrier up to a second late, and libnice finds no usable interface until then.
+    func waitOperational(_ ns: String, _ link: String) async -> Bool {
+        for _ in 0..<250 {
+            if Shell.run("ip -n \(ns) -o link show \(link)").output.contains("state UP") { return true }
+            await pause(0.02)
+        }
+        return false
+    }
+
+    /// Deletes every namespace (and with them their links and rules). Idempotent.
+    func tearDown() {
+        for ns in namespaces.reversed() { _ = Shell.run("ip netns del \(ns)") }
+        namespaces = []
+    }
+
+    deinit { tearDown() }
+
+    // MARK: Faults
+
+    func linkDown(_ ns: String, _ dev: String) throws(FaultLabError) { try Shell.must("ip -n \(ns) link set \(dev) down") }
+    func linkUp(_ ns: String, _ dev: String) throws(FaultLabError) { try Shell.must("ip -n \(ns) link set \(dev) up") }
+
+    /// Adds `new` and removes `old` on `dev` in one `ip -batch` (a new DHCP lease).
+    func renumber(_ ns: String, _ dev: String, from old: String, to new: String) throws(FaultLabError) {
+        try Shell.must(in: ns, "printf 'addr add \(new) dev \(dev)\\naddr del \(old) dev \(dev)\\n' | ip -batch -")
+    }
+
+    /// Installs nftables table `table` (family `family`) with `body` in `ns`.
+    func nft(_ ns: String, table: String, _ body: String, family: String = "inet") throws(FaultLabError) {
+        try Shell.must(in: ns, "nft -f - <<'NFT'\ntable \(family) \(table) {\n\(body)\n}\nNFT")
+    }
+
+    /// Removes nftables table `table` from `ns`.
+    func nftDelete(_ ns: String, table: String, family: String = "inet") throws(FaultLabError) {
+        try Shell.must(in: ns, "nft delete table \(family) \(table)")
+    }
+
+    /// Drops UDP in `ns`: inbound, outbound or both, optionally only a random `percent` of it,
+    /// optionally only to and from `peer`.
+    func dropUDP(_ ns: String, table: String, input: Bool = true, output: Bool = true, percent: Int? = nil, peer: String? = nil) throws(FaultLabError) {
+        let sample = percent.map { "numgen random mod 100 < \($0) " } ?? ""
+        var chains = ""
+        if input {
+            let match = peer.map { "ip saddr \($0) " } ?? ""
+            chains += "chain in { type filter hook input priority 0; policy accept; \(match)meta l4proto udp \(sample)drop; }\n"
+        }
+        if output {
+            let match = peer.map { "ip daddr \($0) " } ?? ""
+            chains += "chain out { type filter hook output priority 0; policy accept; \(match)meta l4proto udp \(sample)drop; }\n"
+        }
+        try nft(ns, table: table, chains)
+    }
+
+    /// Forgets every connection-tracking entry in `ns` (NAT mappings are made anew).
+    func flushConntrack(_ ns: String) throws(FaultLabError) { try Shell.must(in: ns, "conntrack -F") }
+
+    func run(_ ns: String, _ command: String) throws(FaultLabError) { try Shell.must(in: ns, command) }
+}
