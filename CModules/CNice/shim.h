@@ -7,6 +7,8 @@
 #include <glib-object.h>
 #include <glib-unix.h>
 #include <sys/eventfd.h>
+#include <string.h>
+#include <stun/usages/ice.h>
 
 typedef void (*CNice_GatheringDoneFunc)(NiceAgent *agent, guint stream_id, gpointer user_data);
 typedef void (*CNice_StateChangedFunc)(NiceAgent *agent, guint stream_id, guint component_id,
@@ -33,6 +35,14 @@ static inline void CNice_set_bool(NiceAgent *agent, const char *name, gboolean v
     g_value_set_boolean(&v, value);
     g_object_set_property(G_OBJECT(agent), name, &v);
     g_value_unset(&v);
+}
+static inline gboolean CNice_get_bool(NiceAgent *agent, const char *name) {
+    GValue v = G_VALUE_INIT;
+    g_value_init(&v, G_TYPE_BOOLEAN);
+    g_object_get_property(G_OBJECT(agent), name, &v);
+    gboolean value = g_value_get_boolean(&v);
+    g_value_unset(&v);
+    return value;
 }
 static inline void CNice_set_uint(NiceAgent *agent, const char *name, guint value) {
     GValue v = G_VALUE_INIT;
@@ -82,6 +92,27 @@ static inline void CNice_defer(GMainContext *ctx, CNice_SourceFunc fn, gpointer 
 typedef void (*CNice_AsyncReadyFunc)(GObject *source, GAsyncResult *result, gpointer data);
 static inline void CNice_close_async(NiceAgent *agent, CNice_AsyncReadyFunc fn, gpointer data) {
     nice_agent_close_async(agent, (GAsyncReadyCallback)fn, data);
+}
+
+/// Builds an ICE connectivity check (RFC 8445 §7.2.2: a STUN Binding request with USERNAME
+/// `remote-ufrag:local-ufrag`, PRIORITY, ICE-CONTROLLING or ICE-CONTROLLED, optionally
+/// USE-CANDIDATE, MESSAGE-INTEGRITY keyed with the peer's password, FINGERPRINT) into `buffer`.
+/// Returns its length, 0 when it does not fit.
+static inline size_t CNice_build_connectivity_check(uint8_t *buffer, size_t size, const char *username,
+                                                    const char *password, int use_candidate, int controlling,
+                                                    uint32_t priority, uint64_t tie_breaker) {
+    static const uint16_t known[] = {
+        STUN_ATTRIBUTE_USERNAME, STUN_ATTRIBUTE_MESSAGE_INTEGRITY, STUN_ATTRIBUTE_ERROR_CODE,
+        STUN_ATTRIBUTE_UNKNOWN_ATTRIBUTES, STUN_ATTRIBUTE_PRIORITY, STUN_ATTRIBUTE_USE_CANDIDATE,
+        STUN_ATTRIBUTE_ICE_CONTROLLED, STUN_ATTRIBUTE_ICE_CONTROLLING, STUN_ATTRIBUTE_XOR_MAPPED_ADDRESS, 0};
+    StunAgent stun;
+    StunMessage message;
+    stun_agent_init(&stun, known, STUN_COMPATIBILITY_RFC5389,
+                    STUN_AGENT_USAGE_SHORT_TERM_CREDENTIALS | STUN_AGENT_USAGE_USE_FINGERPRINT);
+    return stun_usage_ice_conncheck_create(&stun, &message, buffer, size, (const uint8_t *)username, strlen(username),
+                                           (const uint8_t *)password, strlen(password), use_candidate != 0,
+                                           controlling != 0, priority, tie_breaker, NULL,
+                                           STUN_USAGE_ICE_COMPATIBILITY_RFC5245);
 }
 
 static inline void CNice_free_candidate_list(GSList *list) {

@@ -58,6 +58,8 @@ public actor CallSession {
     private var fedArrival: UInt64 = 0
     private var fedDecoded: UInt64 = 0
     private var fedReport: UInt64 = 0
+    /// When to probe a quiet path with a connectivity check of our own (a rebound NAT mapping).
+    private var pathProbes = PathProbeSchedule(silenceSeconds: 0)
     private var lastFedNow: UInt64 = 0
     /// The machine's attempt number our outstanding restart offer belongs to.
     private var offeredAttempt: Int?
@@ -647,6 +649,7 @@ public actor CallSession {
         _ = m.handle(.peerSendsMedia(result.remoteDirection.isSending), now: now)
         _ = m.handle(.weSendMedia(result.direction.isSending), now: now)
         machine = m
+        pathProbes = PathProbeSchedule(silenceSeconds: configuration.reconnection.pathProbeSeconds)
         statisticsContext.withLock {
             $0.media = loop
             $0.payloadType = Int(result.opusPayloadType)
@@ -824,6 +827,7 @@ public actor CallSession {
         if c.lastMediaArrivalNanoseconds > fedArrival {
             fedArrival = c.lastMediaArrivalNanoseconds
             feed(.inboundPacket, at: instant(fedArrival))
+            pathProbes.packetArrived(at: instant(fedArrival))
         }
         if c.peerReportArrivalNanoseconds > fedReport {
             fedReport = c.peerReportArrivalNanoseconds
@@ -838,6 +842,9 @@ public actor CallSession {
         feed(.tick)
         publishRecovery()
         guard let m = machine, !state.isEnded else { return nil }
+        if state != .ending, pathProbes.probeIfDue(now: instantNow(), peerSendsMedia: m.liveness.peerSendsMedia) {
+            transport?.probePath()
+        }
         // Wake at the machine's deadline, and at least every 20 ms to read the media counters.
         let now = MonotonicClock.nanoseconds()
         var delay: UInt64 = 20_000_000

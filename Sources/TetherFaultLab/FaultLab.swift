@@ -259,10 +259,16 @@ private final class Row: @unchecked Sendable {
             judgeChange(&r, change: change, limit: limit)
         case .natRebinding:
             try await startCall()
+            let before = net.natPorts(net.middle!)
             let flush = monotonicSeconds()
             try net.flushConntrack(net.middle!)
             await settle(after: flush, extra: 3)
+            let after = net.natPorts(net.middle!)
             await hangUp()
+            // The fault is real only if A's traffic left through a new external port.
+            r.check(
+                "A's external port changed", !before.isEmpty && !after.isEmpty && after.isDisjoint(with: before),
+                "ports before \(before.sorted()), after \(after.sorted())")
             judgeChange(&r, change: flush, limit: 1.0)
         case .interfaceSwitch:
             try await interfaceSwitch(&r)

@@ -11,8 +11,10 @@ final class LabNetwork: @unchecked Sendable {
         /// A and B joined directly by `links` veth pairs: link i is 10.(70+i).0.1/24 (A) ⇄ .2 (B).
         case direct(links: Int)
         /// A — R — B through a router namespace: A 10.80.1.2/24 (default via R), B 10.80.2.2/24
-        /// (default via R). With `nat`, R masquerades A behind 10.80.2.1 with random ports, so
-        /// every new conntrack entry has a new external port.
+        /// (default via R). With `nat`, R masquerades A behind 10.80.2.1 with random ports and
+        /// drops what B starts towards A (a NAT's filtering), so A reaches B only through its
+        /// mapping (a peer-reflexive candidate at B), and every new conntrack entry has a new
+        /// external port.
         case routed(nat: Bool)
         /// A and B reach only T (A 10.92.1.2 ⇄ T 10.92.1.1, B 10.92.2.2 ⇄ T 10.92.2.1; T does
         /// not forward), where a TURN server relays on 10.92.0.1; with `direct`, A and B are also
@@ -68,6 +70,8 @@ final class LabNetwork: @unchecked Sendable {
             try Shell.must("ip -n \(b) route add default via 10.80.2.1")
             if nat {
                 try nft(r, table: "nat", "chain post { type nat hook postrouting priority 100; oifname \"eb\" masquerade random; }", family: "ip")
+                // A NAT's filtering: nothing from outside reaches A unless A's traffic opened it.
+                try nft(r, table: "filter", "chain forward { type filter hook forward priority 0; iifname \"eb\" ct state new drop; }", family: "ip")
             }
         case .relayed(let direct):
             let t = middle!
@@ -158,6 +162,19 @@ final class LabNetwork: @unchecked Sendable {
 
     /// Forgets every connection-tracking entry in `ns` (NAT mappings are made anew).
     func flushConntrack(_ ns: String) throws(FaultLabError) { try Shell.must(in: ns, "conntrack -F") }
+
+    /// The external UDP ports the NAT in `ns` maps A (10.80.1.2) to, from its conntrack table
+    /// (the reply direction's destination port of each entry).
+    func natPorts(_ ns: String) -> Set<Int> {
+        let listing = Shell.run(in: ns, "conntrack -L -p udp -s 10.80.1.2 2>/dev/null").output
+        var ports: Set<Int> = []
+        for line in listing.split(separator: "\n") {
+            // "udp 17 29 src=A dst=B sport=x dport=y [UNREPLIED] src=B dst=NAT sport=y dport=EXTERNAL ..."
+            let dports = line.split(separator: " ").filter { $0.hasPrefix("dport=") }
+            if dports.count >= 2, let port = Int(dports[1].dropFirst(6)) { ports.insert(port) }
+        }
+        return ports
+    }
 
     func run(_ ns: String, _ command: String) throws(FaultLabError) { try Shell.must(in: ns, command) }
 }

@@ -135,6 +135,14 @@ public final class ICETransport: @unchecked Sendable {
     private var routeGeneration = 0
     /// Datagrams sent directly (media thread writes, relaxed: a counter).
     private let directSends = Atomic<Int>(0)
+    /// The peer's credentials per stream, for the checks `probePath()` sends. GLib thread only.
+    private var remoteCredentials: [guint: (ufrag: String, password: String)] = [:]
+    /// Path probes sent so far; each one claims a higher priority than the last (GLib thread only).
+    private var probesSent: UInt32 = 0
+    /// ICE-CONTROLLING/CONTROLLED tie-breaker of the probes (a role conflict is never meant).
+    private let probeTieBreaker = UInt64.random(in: .min ... .max)
+    /// Path probes handed to libnice (a counter, relaxed).
+    private let probesDelivered = Atomic<Int>(0)
 
     /// Creates the agent and its stream, and starts the GLib thread. Gathering starts with `gatherCandidates()`.
     /// - Parameters:
@@ -253,6 +261,8 @@ public final class ICETransport: @unchecked Sendable {
     }
     /// Datagrams the media thread sent straight on the selected pair's socket.
     public var directSendCount: Int { directSends.load(ordering: .relaxed) }
+    /// Path probes (`probePath()`) handed to libnice.
+    public var pathProbeCount: Int { probesDelivered.load(ordering: .relaxed) }
 
     /// Starts gathering local candidates; `.gatheringDone` follows.
     public func gatherCandidates() {
@@ -321,9 +331,56 @@ public final class ICETransport: @unchecked Sendable {
         }
     }
 
+    /// Sends one ICE connectivity check to the peer on the pair that carries media, now (libnice
+    /// itself checks a selected pair only every 25 s).
+    ///
+    /// For a path that went quiet: when a NAT in front of us rebound our mapping (its state was
+    /// flushed, or expired), the peer drops our media, which now comes from an address it never
+    /// checked, and its media goes to the old mapping. This check reaches it from the new
+    /// mapping with valid credentials, so the peer learns the address as a peer-reflexive
+    /// candidate, checks it back at once (a triggered check), and moves its selected pair onto
+    /// it: within a round trip, with no restart and no signalling. The check claims a priority
+    /// above every earlier one (host type preference, rising with each probe), so the newest
+    /// mapping wins over the one it replaces; the controlling side nominates it (USE-CANDIDATE),
+    /// the controlled side's is nominated by the peer's triggered check (libnice nominates
+    /// aggressively). On a path that did not change the check finds a known candidate and
+    /// changes nothing. The peer's answer comes back to libnice, which drops it as unmatched.
+    /// No-op before a pair carries media or without the peer's credentials.
+    public func probePath() {
+        guard !closed.load(ordering: .acquiring) else { return }
+        let me = UnsafeSendableTransport(self)
+        onLoopThread { me.transport.sendProbe() }
+    }
+
+    /// `probePath()` on the GLib thread.
+    private func sendProbe() {
+        let stream = mediaStream
+        guard stream != 0, !closed.load(ordering: .acquiring), let remote = remoteCredentials[stream] else { return }
+        var ufrag: UnsafeMutablePointer<gchar>?
+        var pwd: UnsafeMutablePointer<gchar>?
+        guard nice_agent_get_local_credentials(agent, stream, &ufrag, &pwd) != 0, let ufrag else { return }
+        let localUfrag = String(cString: ufrag)
+        g_free(ufrag)
+        g_free(pwd)
+        probesSent &+= 1
+        // RFC 8445 §5.1.2.1: type preference, local preference (rising), 256 − component 1.
+        let priority = UInt32(126) << 24 | min(probesSent, 0xFFFF) << 8 | 255
+        let controlling = CNice_get_bool(agent, "controlling-mode") != 0
+        var buffer = [UInt8](repeating: 0, count: 548)
+        let length = CNice_build_connectivity_check(
+            &buffer, buffer.count, remote.ufrag + ":" + localUfrag, remote.password,
+            controlling ? 1 : 0, controlling ? 1 : 0, priority, probeTieBreaker)
+        guard length > 0 else { return }
+        let sent = buffer.withUnsafeBufferPointer {
+            $0.baseAddress!.withMemoryRebound(to: gchar.self, capacity: length) { nice_agent_send(agent, stream, 1, guint(length), $0) }
+        }
+        if sent >= 0 { probesDelivered.add(1, ordering: .relaxed) }
+    }
+
     /// Stops receiving on `stream` and removes it (libnice frees its TURN allocation). GLib thread.
     fileprivate func removeStream(_ stream: guint) {
         guard stream != 0 else { return }
+        remoteCredentials[stream] = nil
         nice_agent_attach_recv(agent, stream, 1, context, nil, nil)
         nice_agent_remove_stream(agent, stream)
     }
@@ -398,6 +455,7 @@ public final class ICETransport: @unchecked Sendable {
                 outcome.withLock { $0.error = .remoteRejected("credentials") }
                 return
             }
+            me.transport.remoteCredentials[s] = (ufrag, password)
             var list: UnsafeMutablePointer<GSList>?
             for line in candidates {
                 var value = line.hasPrefix("a=") ? String(line.dropFirst(2)) : line

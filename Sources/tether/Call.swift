@@ -54,6 +54,9 @@ struct Call: AsyncParsableCommand {
     @Option(help: "Further seconds of disruption before an ICE restart.")
     var renewalDelay: Double = 2.0
 
+    @Option(help: "Seconds of inbound silence before the path is probed with a connectivity check, and between probes (0: never).")
+    var pathProbe: Double = 0.2
+
     @Option(help: "Seconds after media stopped before the call gives up.")
     var giveUp: Double = 50
 
@@ -131,6 +134,7 @@ struct Call: AsyncParsableCommand {
         }
         c.reconnection.disruptionThresholdSeconds = disruptionThreshold
         c.reconnection.renewalDelaySeconds = renewalDelay
+        c.reconnection.pathProbeSeconds = pathProbe
         c.reconnection.giveUpSeconds = giveUp
         return c
     }

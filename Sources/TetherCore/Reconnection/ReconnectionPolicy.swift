@@ -36,6 +36,11 @@ public struct ReconnectionPolicy: Sendable, Equatable {
     /// Minimum number of consecutive peer receiver reports (the first included) carrying the
     /// same extended highest sequence number before outbound media counts as disrupted.
     public var outboundStallReports: Int
+    /// Inbound silence, in seconds, after which the media path is probed with an ICE
+    /// connectivity check, and the interval between probes while the silence lasts (0: never).
+    /// Well below the disruption threshold: a rebound NAT mapping is repaired by the probe
+    /// before the call counts as disrupted (see ``PathProbeSchedule``).
+    public var pathProbeSeconds: Double
 
     /// Creates a policy; every parameter has the documented Tether default.
     public init(
@@ -48,7 +53,8 @@ public struct ReconnectionPolicy: Sendable, Equatable {
         maximumRetryDelaySeconds: Double = 8.0,
         giveUpSeconds: Double = 50.0,
         outboundStallSeconds: Double = 4.0,
-        outboundStallReports: Int = 2
+        outboundStallReports: Int = 2,
+        pathProbeSeconds: Double = 0.2
     ) {
         self.disruptionThresholdSeconds = disruptionThresholdSeconds
         self.onHoldDisruptionThresholdSeconds = onHoldDisruptionThresholdSeconds
@@ -60,6 +66,7 @@ public struct ReconnectionPolicy: Sendable, Equatable {
         self.giveUpSeconds = giveUpSeconds
         self.outboundStallSeconds = outboundStallSeconds
         self.outboundStallReports = outboundStallReports
+        self.pathProbeSeconds = pathProbeSeconds
     }
 
     /// Longest duration accepted for any setting, in seconds (one day).
@@ -69,7 +76,7 @@ public struct ReconnectionPolicy: Sendable, Equatable {
     ///
     /// Rules: every duration is finite and at most ``maximumDurationSeconds``; the thresholds,
     /// the attempt timeout, the first retry pause, the outbound stall span and the give-up budget
-    /// are positive (the renewal delay may be 0); the multiplier is at least 1; the first retry
+    /// are positive (the renewal delay and the path probe interval may be 0); the multiplier is at least 1; the first retry
     /// pause is not above the maximum; both disruption thresholds are shorter than the give-up
     /// budget; and at least 2 reports are needed to call outbound media stalled.
     public func validate() -> String? {
@@ -82,12 +89,13 @@ public struct ReconnectionPolicy: Sendable, Equatable {
             ("maximumRetryDelaySeconds", maximumRetryDelaySeconds),
             ("giveUpSeconds", giveUpSeconds),
             ("outboundStallSeconds", outboundStallSeconds),
+            ("pathProbeSeconds", pathProbeSeconds),
         ]
         for (name, value) in durations {
             guard value.isFinite, value >= 0, value <= Self.maximumDurationSeconds else {
                 return "\(name) must be between 0 and \(Self.maximumDurationSeconds) seconds (got \(value))"
             }
-            if value == 0 && name != "renewalDelaySeconds" {
+            if value == 0 && name != "renewalDelaySeconds" && name != "pathProbeSeconds" {
                 return "\(name) must be positive"
             }
         }
