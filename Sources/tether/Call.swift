@@ -52,7 +52,7 @@ struct Call: AsyncParsableCommand {
     var disruptionThreshold: Double = 1.0
 
     @Option(help: "Further seconds of disruption before an ICE restart.")
-    var renewalDelay: Double = 2.0
+    var renewalDelay: Double = 0.25
 
     @Option(help: "Seconds of inbound silence before the path is probed with a connectivity check, and between probes (0: never).")
     var pathProbe: Double = 0.2

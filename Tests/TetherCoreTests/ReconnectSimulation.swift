@@ -77,7 +77,7 @@ struct ReconnectSimulation {
     private var pendingConnected: [UInt64] = []
     private var prepared = false
 
-    init(policy: ReconnectionPolicy = ReconnectionPolicy(), glareRole: ReconnectStateMachine.GlareRole = .keepsOwnOffer) {
+    init(policy: ReconnectionPolicy = twoSecondRenewal, glareRole: ReconnectStateMachine.GlareRole = .keepsOwnOffer) {
         machine = ReconnectStateMachine(policy: policy, glareRole: glareRole)
     }
 
@@ -200,3 +200,7 @@ struct ReconnectSimulation {
         }
     }
 }
+
+/// The policy most scenarios were written for: the defaults with a 2 s renewal delay (the
+/// timeline 11 s disruption → 13 s first attempt reads in whole seconds).
+let twoSecondRenewal = ReconnectionPolicy(renewalDelaySeconds: 2)

@@ -18,8 +18,8 @@ private func simulateOutage(_ outage: Range<UInt64>, until end: UInt64, configur
 }
 
 /// Attempt `number` started at `start` milliseconds and answered 150 ms later.
-private func attemptLog(_ number: Int, at start: UInt64, regather: Bool = false) -> [LoggedAction] {
-    [logged(start, .restartICE(attempt: number, regatherCandidates: regather)),
+private func attemptLog(_ number: Int, at start: UInt64, regather: Bool? = nil) -> [LoggedAction] {
+    [logged(start, .restartICE(attempt: number, regatherCandidates: regather ?? (number > 1))),
      logged(start + 150, .applyRenewalAnswer(attempt: number))]
 }
 
@@ -81,13 +81,13 @@ struct ReconnectStateMachineSimulationTests {
             logged(13_000, .restartICE(attempt: 1, regatherCandidates: false)),
             logged(13_150, .applyRenewalAnswer(attempt: 1)),
             logged(19_000, .abandonAttempt(attempt: 1)),
-            logged(20_000, .restartICE(attempt: 2, regatherCandidates: false)),  // after 1 s
+            logged(20_000, .restartICE(attempt: 2, regatherCandidates: true)),  // after 1 s
             logged(20_150, .applyRenewalAnswer(attempt: 2)),
             logged(26_000, .abandonAttempt(attempt: 2)),
-            logged(28_000, .restartICE(attempt: 3, regatherCandidates: false)),  // after 2 s
+            logged(28_000, .restartICE(attempt: 3, regatherCandidates: true)),  // after 2 s
             logged(28_150, .applyRenewalAnswer(attempt: 3)),
             logged(34_000, .abandonAttempt(attempt: 3)),
-            logged(38_000, .restartICE(attempt: 4, regatherCandidates: false)),  // after 4 s
+            logged(38_000, .restartICE(attempt: 4, regatherCandidates: true)),  // after 4 s
             logged(38_150, .applyRenewalAnswer(attempt: 4)),
             logged(40_160, .changeState(to: .established)),
         ]
@@ -103,7 +103,7 @@ struct ReconnectStateMachineSimulationTests {
         // attempt (66 s) would not start before the give-up at 60 s, so attempt 5 stays open.
         #expect(simulation.log == renewalLog(attempts: 5) + [logged(59_160, .changeState(to: .established))])
         #expect(simulation.log.contains(logged(44_000, .abandonAttempt(attempt: 4))))
-        #expect(simulation.log.contains(logged(52_000, .restartICE(attempt: 5, regatherCandidates: false))))
+        #expect(simulation.log.contains(logged(52_000, .restartICE(attempt: 5, regatherCandidates: true))))
         #expect(!simulation.log.contains(logged(58_000, .abandonAttempt(attempt: 5))))
         #expect(simulation.machine.timeline.records == [
             Record(start: reconnectInstant(10_000), end: reconnectInstant(59_160), cause: .inboundSilence, attempts: 5,
@@ -240,7 +240,7 @@ struct ReconnectStateMachineSimulationTests {
     /// counted and sends nothing; the machine waits for a network instead of retrying on a
     /// timer.
     @Test func anAttemptThatFoundNothingIsNotCountedAndWaitsForANetwork() {
-        var machine = ReconnectStateMachine(glareRole: .keepsOwnOffer)
+        var machine = ReconnectStateMachine(policy: twoSecondRenewal, glareRole: .keepsOwnOffer)
         _ = machine.handle(.mediaStarted, now: reconnectInstant(0))
         _ = machine.handle(.inboundPacket, now: reconnectInstant(10))
         _ = machine.handle(.mediaDecoded, now: reconnectInstant(20))
@@ -264,7 +264,7 @@ struct ReconnectStateMachineSimulationTests {
     /// The peer offers a restart while we wait for a network: it is answered with re-gathered
     /// candidates (the answer is the driver's to withhold if it finds none).
     @Test func aPeerOfferWhileWaitingIsAnsweredWithRegathering() {
-        var machine = ReconnectStateMachine(glareRole: .yieldsToPeer)
+        var machine = ReconnectStateMachine(policy: twoSecondRenewal, glareRole: .yieldsToPeer)
         _ = machine.handle(.mediaStarted, now: reconnectInstant(0))
         _ = machine.handle(.inboundPacket, now: reconnectInstant(10))
         _ = machine.handle(.mediaDecoded, now: reconnectInstant(20))
@@ -278,7 +278,7 @@ struct ReconnectStateMachineSimulationTests {
     }
 
     @Test func localNetworkChangeWhileConnectingMakesTheNextAnswerRegather() {
-        var machine = ReconnectStateMachine(glareRole: .yieldsToPeer)
+        var machine = ReconnectStateMachine(policy: twoSecondRenewal, glareRole: .yieldsToPeer)
         #expect(machine.handle(.mediaStarted, now: reconnectInstant(0)) == [.changeState(to: .connecting)])
         #expect(machine.handle(.localNetworkChanged, now: reconnectInstant(10)) == [])
         #expect(machine.handle(.peerRenewalOffer, now: reconnectInstant(20)) == [.answerRenewalOffer(regatherCandidates: true)])
@@ -292,14 +292,14 @@ struct ReconnectStateMachineSimulationTests {
         }
         #expect(simulation.log == renewalLog(attempts: 1) + [
             logged(16_000, .abandonAttempt(attempt: 1)),
-            logged(17_000, .restartICE(attempt: 2, regatherCandidates: false)),  // 1 s after the failure
+            logged(17_000, .restartICE(attempt: 2, regatherCandidates: true)),  // 1 s after the failure
             logged(17_150, .applyRenewalAnswer(attempt: 2)),
             logged(23_000, .abandonAttempt(attempt: 2)),
             // 24 s: FAILED between attempts is ignored.
-            logged(25_000, .restartICE(attempt: 3, regatherCandidates: false)),
+            logged(25_000, .restartICE(attempt: 3, regatherCandidates: true)),
             logged(25_150, .applyRenewalAnswer(attempt: 3)),
             logged(31_000, .abandonAttempt(attempt: 3)),
-            logged(35_000, .restartICE(attempt: 4, regatherCandidates: false)),
+            logged(35_000, .restartICE(attempt: 4, regatherCandidates: true)),
             logged(35_150, .applyRenewalAnswer(attempt: 4)),
             logged(40_160, .changeState(to: .established)),
         ])
@@ -363,7 +363,7 @@ struct ReconnectStateMachineSimulationTests {
             logged(13_000, .changeState(to: .renewingMedia)),
             logged(13_000, .restartICE(attempt: 1, regatherCandidates: false)),
             logged(19_000, .abandonAttempt(attempt: 1)),
-            logged(20_000, .restartICE(attempt: 2, regatherCandidates: false)),
+            logged(20_000, .restartICE(attempt: 2, regatherCandidates: true)),
             logged(20_500, .discardRenewalAnswer(attempt: 1)),
             logged(26_000, .abandonAttempt(attempt: 2)),
             logged(27_500, .applyRenewalAnswer(attempt: 2)),
@@ -379,13 +379,13 @@ struct ReconnectStateMachineSimulationTests {
             logged(13_000, .changeState(to: .renewingMedia)),
             logged(13_000, .restartICE(attempt: 1, regatherCandidates: false)),
             logged(19_000, .abandonAttempt(attempt: 1)),
-            logged(20_000, .restartICE(attempt: 2, regatherCandidates: false)),
+            logged(20_000, .restartICE(attempt: 2, regatherCandidates: true)),
             logged(26_000, .abandonAttempt(attempt: 2)),
-            logged(28_000, .restartICE(attempt: 3, regatherCandidates: false)),
+            logged(28_000, .restartICE(attempt: 3, regatherCandidates: true)),
             logged(34_000, .abandonAttempt(attempt: 3)),
-            logged(38_000, .restartICE(attempt: 4, regatherCandidates: false)),
+            logged(38_000, .restartICE(attempt: 4, regatherCandidates: true)),
             logged(44_000, .abandonAttempt(attempt: 4)),
-            logged(52_000, .restartICE(attempt: 5, regatherCandidates: false)),
+            logged(52_000, .restartICE(attempt: 5, regatherCandidates: true)),
             logged(60_000, .changeState(to: .ended(.mediaTimeout))),
             logged(60_000, .giveUp),
         ])
@@ -471,7 +471,7 @@ struct ReconnectStateMachineSimulationTests {
 struct ReconnectStateMachineInputTests {
     /// A machine established at 40 ms with a packet at 0 ms.
     private func establishedMachine(glareRole: ReconnectStateMachine.GlareRole = .keepsOwnOffer) -> ReconnectStateMachine {
-        var machine = ReconnectStateMachine(glareRole: glareRole)
+        var machine = ReconnectStateMachine(policy: twoSecondRenewal, glareRole: glareRole)
         _ = machine.handle(.mediaStarted, now: reconnectInstant(0))
         _ = machine.handle(.inboundPacket, now: reconnectInstant(0))
         _ = machine.handle(.mediaDecoded, now: reconnectInstant(40))
@@ -479,7 +479,7 @@ struct ReconnectStateMachineInputTests {
     }
 
     @Test func idleMachineNeedsNoTimerAndStartsConnecting() {
-        var machine = ReconnectStateMachine(glareRole: .keepsOwnOffer)
+        var machine = ReconnectStateMachine(policy: twoSecondRenewal, glareRole: .keepsOwnOffer)
         #expect(machine.state == .idle)
         #expect(machine.nextDeadline() == nil)
         #expect(machine.handle(.tick, now: reconnectInstant(5)) == [])
@@ -489,7 +489,7 @@ struct ReconnectStateMachineInputTests {
     }
 
     @Test func connectingIsEstablishedByDecodedMediaNotByICE() {
-        var machine = ReconnectStateMachine(glareRole: .keepsOwnOffer)
+        var machine = ReconnectStateMachine(policy: twoSecondRenewal, glareRole: .keepsOwnOffer)
         _ = machine.handle(.mediaStarted, now: reconnectInstant(0))
         #expect(machine.handle(.iceConnected, now: reconnectInstant(100)) == [])
         #expect(machine.handle(.inboundPacket, now: reconnectInstant(120)) == [])
@@ -507,7 +507,7 @@ struct ReconnectStateMachineInputTests {
             .changeState(to: .renewingMedia),
             .restartICE(attempt: 1, regatherCandidates: false),
             .abandonAttempt(attempt: 1),
-            .restartICE(attempt: 2, regatherCandidates: false),
+            .restartICE(attempt: 2, regatherCandidates: true),
         ])
         #expect(machine.nextDeadline() == reconnectInstant(16_000))
     }
@@ -538,13 +538,13 @@ struct ReconnectStateMachineInputTests {
         #expect(caller.handle(.renewalAnswered(attempt: 1), now: reconnectInstant(600)) == [.applyRenewalAnswer(attempt: 1)])
         // Once our offer is answered, a new peer offer is answered as the next attempt.
         #expect(caller.handle(.peerRenewalOffer, now: reconnectInstant(700)) == [
-            .abandonAttempt(attempt: 1), .answerRenewalOffer(regatherCandidates: false),
+            .abandonAttempt(attempt: 1), .answerRenewalOffer(regatherCandidates: true),
         ])
 
         var callee = establishedMachine(glareRole: .yieldsToPeer)
         _ = callee.handle(.localNetworkChanged, now: reconnectInstant(500))
         #expect(callee.handle(.peerRenewalOffer, now: reconnectInstant(550)) == [
-            .abandonAttempt(attempt: 1), .answerRenewalOffer(regatherCandidates: false),
+            .abandonAttempt(attempt: 1), .answerRenewalOffer(regatherCandidates: true),
         ])
         #expect(callee.handle(.renewalAnswered(attempt: 1), now: reconnectInstant(600)) == [.discardRenewalAnswer(attempt: 1)])
         // Attempt 2 (the answered peer offer) times out 6 s after 550 ms.
@@ -579,7 +579,7 @@ struct ReconnectStateMachineInputTests {
     }
 
     @Test func hangUpBeforeMediaEndsTheIdleMachine() {
-        var machine = ReconnectStateMachine(glareRole: .keepsOwnOffer)
+        var machine = ReconnectStateMachine(policy: twoSecondRenewal, glareRole: .keepsOwnOffer)
         #expect(machine.handle(.hangUp, now: reconnectInstant(0)) == [.changeState(to: .ended(.localHangup))])
         #expect(machine.timeline.records.isEmpty)
     }
@@ -621,7 +621,7 @@ struct ReconnectStateMachineInputTests {
 @Suite("ReconnectStateMachine renewal timing")
 struct ReconnectStateMachineRenewalTimingTests {
     @Test func packetsWithoutDecodedFramesPostponeRenewalUntilSilentAgain() {
-        var machine = ReconnectStateMachine(glareRole: .keepsOwnOffer)
+        var machine = ReconnectStateMachine(policy: twoSecondRenewal, glareRole: .keepsOwnOffer)
         _ = machine.handle(.mediaStarted, now: reconnectInstant(0))
         _ = machine.handle(.inboundPacket, now: reconnectInstant(0))
         _ = machine.handle(.mediaDecoded, now: reconnectInstant(40))

@@ -7,7 +7,7 @@ struct ReconnectionPolicyTests {
         let policy = ReconnectionPolicy()
         #expect(policy.validate() == nil)
         #expect(policy.disruptionThresholdSeconds == 1.0)
-        #expect(policy.renewalDelaySeconds == 2.0)
+        #expect(policy.renewalDelaySeconds == 0.25)
         #expect(policy.giveUpSeconds == 50)
         #expect(policy.renewalAttemptTimeoutSeconds == 6)
         #expect(policy.onHoldDisruptionThresholdSeconds == 12)

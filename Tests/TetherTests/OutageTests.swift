@@ -276,7 +276,9 @@ struct OutageTests {
     }
 
     @Test func shortOutageIsDetectedAndRecoversWithoutRestart() async throws {
-        let call = try RelayedCall()
+        // A renewal delay longer than the outage: what is checked is the path coming back by
+        // itself, with no restart (with the default 0.25 s one would begin as the path returns).
+        let call = try RelayedCall(policy: ReconnectionPolicy(renewalDelaySeconds: 2))
         let cut = try await call.establishThenCut()
         let disruptedA = try #require(await call.when("A", enters: "mediaDisrupted", since: cut, timeoutSeconds: 5))
         let disruptedB = try #require(await call.when("B", enters: "mediaDisrupted", since: cut, timeoutSeconds: 5))

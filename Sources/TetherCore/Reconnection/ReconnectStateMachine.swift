@@ -45,7 +45,8 @@
 ///
 /// ## State table
 /// "attempt" = ``Action/restartICE(attempt:regatherCandidates:)`` with the next number;
-/// "regather" = its `regatherCandidates` is true (also true whenever a network change is pending).
+/// "regather" = its `regatherCandidates` is true (also true whenever a network change is pending,
+/// and for every attempt after the first of a disruption: fresh candidates, fresh allocations).
 /// Rows not listed leave the state unchanged with no actions. Every state except `ended` also
 /// feeds the liveness detector and emits ``Action/outboundDisruption(started:)`` when the
 /// one-way-audio flag changes (not in `idle`).
@@ -340,7 +341,9 @@ public struct ReconnectStateMachine: Sendable {
         current.waitingForNetwork = false
         disruption = current
         timeline.setAttempts(current.attempts)
-        let regatherCandidates = regather || regatherPending
+        // A second attempt never reuses the first's local candidates: a failed attempt may have
+        // failed on them (a TURN allocation the server dropped, a reflexive mapping gone stale).
+        let regatherCandidates = regather || regatherPending || current.attempts > 1
         regatherPending = false
         if byUs {
             awaitedAnswerAttempt = current.attempts

@@ -16,7 +16,11 @@ public struct ReconnectionPolicy: Sendable, Equatable {
     /// expected then, every 2.5–5 s, and RTCP alone keeps the call alive.
     public var onHoldDisruptionThresholdSeconds: Double
     /// How long, in seconds, media must stay disrupted after entering `mediaDisrupted` before an
-    /// ICE restart is started (ICE failure and local network changes start one at once).
+    /// ICE restart is started (ICE failure and local network changes start one at once). Short:
+    /// a restart costs the path in use nothing (it keeps carrying media if it comes back), and
+    /// a path that died for good (the direct route gone, only a relay left) is replaced within
+    /// a second of the detection. The short wait lets a repair already under way land first (a
+    /// path probe answered from a rebound NAT mapping).
     public var renewalDelaySeconds: Double
     /// How long, in seconds, one renewal attempt may take to bring decoded media back before it
     /// is abandoned (measured from the instant the machine asks for the restart).
@@ -46,7 +50,7 @@ public struct ReconnectionPolicy: Sendable, Equatable {
     public init(
         disruptionThresholdSeconds: Double = 1.0,
         onHoldDisruptionThresholdSeconds: Double = 12.0,
-        renewalDelaySeconds: Double = 2.0,
+        renewalDelaySeconds: Double = 0.25,
         renewalAttemptTimeoutSeconds: Double = 6.0,
         firstRetryDelaySeconds: Double = 1.0,
         retryDelayMultiplier: Double = 2.0,
