@@ -80,7 +80,24 @@ final class LabNetwork: @unchecked Sendable {
             try Shell.must("ip -n \(t) addr add 10.92.0.1/32 dev lo")  // the relay address (no dummy links in this kernel)
             try Shell.must("ip -n \(a) route add 10.92.0.1/32 via 10.92.1.1")
             try Shell.must("ip -n \(b) route add 10.92.0.1/32 via 10.92.2.1")
-            if direct { try veth(a, "e1", "10.93.0.1/24", b, "e1", "10.93.0.2/24") }
+            if direct {
+                try veth(a, "e1", "10.93.0.1/24", b, "e1", "10.93.0.2/24")
+                // The server reaches both sides' direct-link addresses too (through their
+                // uplinks), as it would a multi-homed laptop's: allocations succeed from every
+                // local address, and the relay can reach a peer's host candidate.
+                try Shell.must("ip -n \(t) route add 10.93.0.1/32 via 10.92.1.2")
+                try Shell.must("ip -n \(t) route add 10.93.0.2/32 via 10.92.2.2")
+            }
+            // Like any server on the internet, T has a default route: what it relays to an
+            // address nobody answers for vanishes on the way (a veth whose far end drops
+            // everything) instead of failing at once, which coturn answers by closing the
+            // whole allocation.
+            try Shell.must("ip -n \(t) link add sk0 type veth peer name sk1")
+            try Shell.must("ip -n \(t) addr add 10.99.0.1/30 dev sk0")
+            try Shell.must("ip -n \(t) link set sk0 up")
+            try Shell.must("ip -n \(t) link set sk1 up")
+            try Shell.must("ip -n \(t) neigh add 10.99.0.2 lladdr 02:00:00:00:00:99 dev sk0 nud permanent")
+            try Shell.must("ip -n \(t) route add default via 10.99.0.2")
         }
     }
 

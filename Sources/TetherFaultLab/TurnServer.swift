@@ -19,7 +19,7 @@ final class TurnServer: @unchecked Sendable {
             "netns", "exec", namespace, "turnserver", "-n", "--listening-ip=10.92.1.1", "--listening-ip=10.92.2.1",
             "--relay-ip=10.92.0.1", "--listening-port=\(Self.port)", "--lt-cred-mech", "--user=\(Self.username):\(Self.password)",
             "--realm=tether", "--no-tls", "--no-dtls", "--no-cli", "--fingerprint", "--log-file=stdout", "--simple-log",
-            "--no-software-attribute",
+            "--no-software-attribute", "-v",
         ]
         process.standardOutput = log ?? FileHandle.nullDevice
         process.standardError = log ?? FileHandle.nullDevice
