@@ -6,7 +6,7 @@ ASAN_SCRATCH ?= .build-asan
 FUZZ_SECONDS ?= 180
 TEST_FUZZ_SECONDS ?= 45
 
-.PHONY: setup build demo test test-unit test-tsan test-asan test-fuzz test-budgets fuzz bench bench-quick latency quality format clean test-devices
+.PHONY: setup build demo test test-unit test-tsan test-asan test-fuzz test-budgets fuzz bench bench-quick latency quality faults format clean test-devices
 
 setup:
 	@./scripts/setup-debian.sh
@@ -81,6 +81,13 @@ latency: setup
 quality: setup
 	$(SWIFT) build -c release --product tether-bench
 	.build/release/tether-bench quality --python "$$(scripts/setup-quality.sh)" --json .build/quality/quality.json
+
+# The fault matrix with real kernel events (needs root: network namespaces, nftables, conntrack,
+# coturn), every row as a table and as JSON; the random-loss row runs its full 10 minutes.
+faults: setup
+	$(SWIFT) build -c release --product tether
+	$(SWIFT) build -c release --product tether-bench
+	.build/release/tether-bench faults --tether .build/release/tether --json .build/faults/faults.json
 
 format:
 	$(SWIFT) format --in-place --recursive Sources Tests Benchmarks Package.swift

@@ -101,9 +101,25 @@ final class LabCallProcess: @unchecked Sendable {
     /// Every line so far.
     var recorded: [Line] { lines.withLock { $0 } }
 
-    /// The state lines so far: (state, instant).
+    /// The state lines so far: (state, instant). The instant is when tether entered the state,
+    /// by its own clock (the line's `seconds`, since the session began) moved onto the lab's
+    /// clock, not when the line reached the lab: on a loaded machine a line can wait in the pipe
+    /// or for the lab's reader, which is no part of what a row measures.
     var states: [(state: String, at: Double, line: Line)] {
-        recorded.compactMap { $0.type == "state" ? (($0.object["state"] as? String) ?? "", $0.at, $0) : nil }
+        let all = recorded
+        let offset = Self.clockOffset(all)
+        return all.compactMap { line in
+            guard line.type == "state" else { return nil }
+            let at = (line.object["seconds"] as? Double).flatMap { s in offset.map { s + $0 } } ?? line.at
+            return ((line.object["state"] as? String) ?? "", min(at, line.at), line)
+        }
+    }
+
+    /// Lab instant of tether's session clock origin: the smallest (arrival − `seconds`) over
+    /// the lines that carry `seconds` (delivery only ever adds delay, so the least delayed line
+    /// gives the best estimate; statistics lines supply one a second).
+    private static func clockOffset(_ lines: [Line]) -> Double? {
+        lines.lazy.compactMap { line in (line.object["seconds"] as? Double).map { line.at - $0 } }.min()
     }
 
     /// The first instant at or after `since` when `state` was entered, waiting up to `timeout`.

@@ -209,7 +209,7 @@ private final class Row: @unchecked Sendable {
             // Silent, as a path that dies somewhere between: dropped on arrival both ways, while
             // sending still works.
             let cut = monotonicSeconds()
-            try blackHole(true)
+            let cuts = try blackHole(true)
             await pause(seconds)
             let back = monotonicSeconds()
             try blackHole(false)
@@ -218,7 +218,8 @@ private final class Row: @unchecked Sendable {
             judgeOutage(&r, cut: cut, back: back, seconds: seconds, restoreLimit: 1.0)
             if seconds >= 1.5 {
                 for (name, side) in [("A", a!), ("B", b!)] {
-                    let detected = first(side, ["mediaDisrupted", "renewingMedia"], since: cut).map { $0 - cut }
+                    let sideCut = cuts[name] ?? cut
+                    let detected = first(side, ["mediaDisrupted", "renewingMedia"], since: sideCut).map { $0 - sideCut }
                     r.measurements["\(name) detected"] = detected ?? -1
                     r.check("\(name) detects the outage ≤ 1.1 s", detected.map { $0 <= 1.1 } ?? false, "\(fmt(detected)) after the cut")
                 }
@@ -315,10 +316,17 @@ private final class Row: @unchecked Sendable {
     }
 
     /// Drops (or lets through again) every UDP datagram arriving at A and at B.
-    func blackHole(_ on: Bool) throws(FaultLabError) {
-        for ns in [net.a, net.b] {
+    /// - Returns: when each side's rule began to be applied ("A", "B"): one command per
+    ///   namespace, so B's inbound is cut a little after A's (about 0.1 s on a loaded machine),
+    ///   and each side's detection is measured from its own cut.
+    @discardableResult
+    func blackHole(_ on: Bool) throws(FaultLabError) -> [String: Double] {
+        var started: [String: Double] = [:]
+        for (name, ns) in [("A", net.a), ("B", net.b)] {
+            started[name] = monotonicSeconds()
             if on { try net.dropUDP(ns, table: "fault", input: true, output: false) } else { try net.nftDelete(ns, table: "fault") }
         }
+        return started
     }
 
     /// An outage of `seconds` from `cut` to `back`: both sides back within `restoreLimit` of the

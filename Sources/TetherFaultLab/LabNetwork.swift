@@ -118,8 +118,11 @@ final class LabNetwork: @unchecked Sendable {
     }
 
     private func links(in ns: String) -> [String] {
+        // "7: ea@if6: <…> …" per link; `ip` may add warnings ("Peer netns reference is invalid.").
         Shell.run("ip -n \(ns) -o link show type veth").output.split(separator: "\n").compactMap { line in
-            line.split(separator: ":").dropFirst().first.map { String($0.trimmingCharacters(in: .whitespaces).split(separator: "@").first ?? "") }
+            let fields = line.split(separator: ":", maxSplits: 2)
+            guard fields.count >= 2, Int(fields[0].trimmingCharacters(in: .whitespaces)) != nil else { return nil }
+            return String(fields[1].trimmingCharacters(in: .whitespaces).split(separator: "@").first ?? "")
         }
     }
 
