@@ -403,6 +403,18 @@ public actor CallSession {
         if negotiated != nil && !mediaRunning { try startMedia() }
     }
 
+    /// Renews the media path now, on freshly gathered candidates (an ICE restart on a new stream,
+    /// new TURN allocations), as the session does by itself when a local address or link
+    /// changes: for a change Tether cannot see (a VPN coming up, a captive portal passed, a user
+    /// asking to reconnect), like libwebrtc's `restartIce()`. Media keeps flowing on the current
+    /// pair until the new one works, and the old stream's TURN allocation is then released. The
+    /// state is `renewingMedia` until media is decoded again after the renewal began. Does
+    /// nothing before media runs or once the call ends.
+    public func renewMedia() {
+        guard mediaRunning, machine != nil, !state.isEnded, state != .ending else { return }
+        feed(.localNetworkChanged)
+    }
+
     /// Ends the call: sends RTCP BYE, releases devices and the network. Idempotent.
     /// - Parameters: sipCode, sipPhrase: what the embedder's signaling said, kept in the reason.
     public func hangUp(sipCode: Int? = nil, sipPhrase: String? = nil) {

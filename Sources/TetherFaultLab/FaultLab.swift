@@ -468,6 +468,35 @@ private final class Row: @unchecked Sendable {
             let back = monotonicSeconds()
             try blackHole(false)
             await settle(after: back)
+            // A renews its path on fresh candidates (`renew`: a new stream, a new allocation);
+            // once the new stream carries media the old allocation must be released, not left to
+            // expire: the server holds two again (one per side), not three.
+            let pairsBefore = a.recorded.filter { $0.type == "pair" }.count
+            let renew = monotonicSeconds()
+            a.send(#"{"type":"renew"}"#)
+            _ = await a.waitFor(type: "pair", since: renew, timeout: 10) { _ in true }
+            var held = TurnServer.allocations(namespace: net.middle!)
+            for _ in 0..<100 where held != 2 {
+                await pause(0.05)
+                held = TurnServer.allocations(namespace: net.middle!)
+            }
+            r.measurements["allocations after A's re-gather count"] = Double(held)
+            r.check(
+                "A's re-gather moved the call and released its old allocation",
+                a.recorded.filter { $0.type == "pair" }.count > pairsBefore && held == 2,
+                "\(held) allocations held after the re-gather (2: one per side)")
+            await settle(after: renew, extra: 1)
+            if let renewing = first(a, ["renewingMedia"], since: renew) {
+                let again = first(a, ["established"], since: renewing).map { $0 - renewing }
+                r.measurements["A renewed"] = again ?? -1
+                r.check("A's renewal done ≤ 1 s", again.map { $0 <= 1 } ?? false, "established \(fmt(again)) after renewingMedia")
+            }
+            // Make before break: the old pair carried media until the new one took over.
+            for (name, listener) in [("B", b!), ("A", a!)] {
+                let g = gap(at: listener, from: renew, to: renew + 3)
+                r.measurements["gap at \(name) while A renewed"] = g ?? -1
+                r.check("no audio gap at \(name) while A renewed", g.map { $0 <= 0.2 } ?? false, "gap \(fmt(g))")
+            }
             await hangUpReleasingAllocations(&r)
             judgeOutage(&r, cut: cut, back: back, seconds: 3, restoreLimit: 1.0)
         case .relayOverTCP:

@@ -28,7 +28,8 @@ public enum FaultScenario: Sendable, Hashable, CustomStringConvertible {
     /// `percent` % of UDP in each direction dropped at random for `seconds`.
     case randomLoss(percent: Int, seconds: Double)
     /// A and B reach each other only through a TURN server (UDP between them blocked): the call
-    /// is set up over TURN/UDP, and restored through it after a 3 s outage of A's UDP.
+    /// is set up over TURN/UDP, restored through it after a 3 s outage of A's UDP, and A's
+    /// re-gather (`renew`: a new allocation) releases the old allocation.
     case relayOnly
     /// All UDP blocked in A's and B's namespaces: the call runs over TURN on TCP.
     case relayOverTCP
@@ -64,7 +65,7 @@ public enum FaultScenario: Sendable, Hashable, CustomStringConvertible {
         case .processStopped(let d): return "A stopped \(s(d)) (SIGSTOP/SIGCONT)"
         case .peerKilled: return "A killed (SIGKILL)"
         case .randomLoss(let p, let d): return "\(p) % random loss for \(s(d))"
-        case .relayOnly: return "TURN/UDP only, 3 s outage"
+        case .relayOnly: return "TURN/UDP only: 3 s outage, re-gather"
         case .relayOverTCP: return "all UDP blocked: TURN over TCP"
         case .directPathDiesOntoRelay: return "direct path dies: onto TURN"
         }
@@ -85,7 +86,7 @@ public enum FaultScenario: Sendable, Hashable, CustomStringConvertible {
         case .processStopped: "both recover; no stale audio after the resume"
         case .peerKilled: "B ends 50 ± 0.5 s after the last packet, 1004"
         case .randomLoss: "never leaves established; RSS flat (± 2 MB)"
-        case .relayOnly: "set up through TURN/UDP; restored ≤ 1 s after the outage"
+        case .relayOnly: "set up through TURN/UDP; restored ≤ 1 s after the outage; a re-gather releases the old allocation"
         case .relayOverTCP: "set up and carried through TURN/TCP"
         case .directPathDiesOntoRelay: "on the relay ≤ 1 s after detection"
         }

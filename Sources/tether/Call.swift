@@ -11,7 +11,7 @@ struct Call: AsyncParsableCommand {
 
             Printed types: offer and answer (sdp, restart); state (state, seconds, and on ended: cause, causeCode, sipCode, errorCode); error (code, terminal, retryable, message); statistics; pair (local, remote, localType, remoteType); outbound (disrupted); device (direction, event).
 
-            Read on stdin: the peer's offer and answer lines; {"type":"hangup"} (optionally with sipCode and sipPhrase), {"type":"mute"}, {"type":"unmute"}, or the bare words hangup, mute, unmute. End of input hangs up.
+            Read on stdin: the peer's offer and answer lines; {"type":"hangup"} (optionally with sipCode and sipPhrase), {"type":"mute"}, {"type":"unmute"}, {"type":"renew"} (renew the media path on fresh candidates), or the bare words hangup, mute, unmute, renew. End of input hangs up.
 
             A first offer or answer that cannot be negotiated prints an error line with its code (3001 malformed, 3002 incompatible) and ends the call with cause "error" and that errorCode; a bad restart description prints a non-terminal error line and the call goes on.
 
@@ -214,6 +214,8 @@ struct Call: AsyncParsableCommand {
                     await session.setMuted(true)
                 case "unmute":
                     await session.setMuted(false)
+                case "renew":
+                    await session.renewMedia()
                 default:
                     continue  // the peer's state, statistics, error and pair lines
                 }
