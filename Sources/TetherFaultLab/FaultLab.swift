@@ -17,10 +17,20 @@ public struct FaultLab: Sendable {
     public var workDirectory: String
     /// Progress lines.
     public var log: @Sendable (String) -> Void
+    /// Seconds added to every time limit a row checks (detection, restoration, audio gaps, the
+    /// give-up's tolerance). 0 for the bench, which holds Tether to the figures as specified; the
+    /// tests add a margin so a loaded machine's scheduling delays do not fail them, while what
+    /// they check (recovery at all, in about the right time, no give-up) still fails without
+    /// the behaviour (a NAT rebinding repaired by a restart instead of a probe took 3.1 s).
+    public var timingMarginSeconds: Double
 
-    public init(tetherExecutable: String, workDirectory: String, log: @escaping @Sendable (String) -> Void = { _ in }) {
+    public init(
+        tetherExecutable: String, workDirectory: String, timingMarginSeconds: Double = 0,
+        log: @escaping @Sendable (String) -> Void = { _ in }
+    ) {
         self.tetherExecutable = tetherExecutable
         self.workDirectory = workDirectory
+        self.timingMarginSeconds = timingMarginSeconds
         self.log = log
     }
 
@@ -101,6 +111,11 @@ private final class Row: @unchecked Sendable {
     var turn: TurnServer?
     var a: LabCallProcess!
     var b: LabCallProcess!
+
+    /// Whether a measured time is within `limit` (plus the lab's margin).
+    func within(_ value: Double?, _ limit: Double) -> Bool {
+        value.map { $0 <= limit + lab.timingMarginSeconds } ?? false
+    }
 
     init(scenario: FaultScenario, tag: String, folder: String, lab: FaultLab) async throws(FaultLabError) {
         self.scenario = scenario
@@ -221,7 +236,7 @@ private final class Row: @unchecked Sendable {
                     let sideCut = cuts[name] ?? cut
                     let detected = first(side, ["mediaDisrupted", "renewingMedia"], since: sideCut).map { $0 - sideCut }
                     r.measurements["\(name) detected"] = detected ?? -1
-                    r.check("\(name) detects the outage ≤ 1.1 s", detected.map { $0 <= 1.1 } ?? false, "\(fmt(detected)) after the cut")
+                    r.check("\(name) detects the outage ≤ 1.1 s", within(detected, 1.1), "\(fmt(detected)) after the cut")
                 }
             }
         case .routeRemoved(let seconds):
@@ -245,7 +260,7 @@ private final class Row: @unchecked Sendable {
                 let after = end.map { $0.at - cut }
                 r.measurements["\(name) ended"] = after ?? -1
                 r.measurements["\(name) error code"] = Double(end?.errorCode ?? 0)
-                r.check("\(name) gives up 50 ± 0.5 s after the last packet", after.map { abs($0 - 50) <= 0.5 } ?? false, "ended \(fmt(after)) after the cut")
+                r.check("\(name) gives up 50 ± 0.5 s after the last packet", after.map { abs($0 - 50) <= 0.5 + lab.timingMarginSeconds } ?? false, "ended \(fmt(after)) after the cut")
                 r.check("\(name) ends with 1004", end?.errorCode == 1004, "error code \(end?.errorCode.map(String.init) ?? "none")")
             }
             await hangUp()
@@ -287,11 +302,11 @@ private final class Row: @unchecked Sendable {
             let bDisrupted = first(b, ["mediaDisrupted"], since: cut).map { $0 - cut }
             r.measurements["A outbound disrupted"] = outbound ?? -1
             r.measurements["B detected"] = bDisrupted ?? -1
-            r.check("A reports outbound disruption ≤ 3 s", outbound.map { $0 <= 3 } ?? false, "\(fmt(outbound)) after the block")
-            r.check("B detects ≤ 1.1 s", bDisrupted.map { $0 <= 1.1 } ?? false, "\(fmt(bDisrupted)) after the block")
+            r.check("A reports outbound disruption ≤ 3 s", within(outbound, 3), "\(fmt(outbound)) after the block")
+            r.check("B detects ≤ 1.1 s", within(bDisrupted, 1.1), "\(fmt(bDisrupted)) after the block")
             let outboundBack = a.recorded.first { $0.type == "outbound" && $0.at >= back && ($0.object["disrupted"] as? Bool) == false }.map { $0.at - back }
             r.measurements["A outbound restored"] = outboundBack ?? -1
-            r.check("A's outbound restored ≤ 1 s", outboundBack.map { $0 <= 1 } ?? false, "\(fmt(outboundBack)) after unblocking")
+            r.check("A's outbound restored ≤ 1 s", within(outboundBack, 1), "\(fmt(outboundBack)) after unblocking")
             judgeRestored(&r, sides: [("B", b!)], back: back, limit: 1.0)
             judgeNoGiveUp(&r)
         case .processStopped(let seconds):
@@ -338,7 +353,7 @@ private final class Row: @unchecked Sendable {
         for (name, listener) in [("B", b!), ("A", a!)] {
             let g = gap(at: listener, from: cut, to: back)
             r.measurements["gap at \(name)"] = g ?? -1
-            r.check("audio back at \(name) ≤ \(restoreLimit) s after the path", g.map { $0 <= seconds + restoreLimit + 0.1 } ?? false, "gap \(fmt(g)) for a \(fmt(seconds)) outage")
+            r.check("audio back at \(name) ≤ \(restoreLimit) s after the path", within(g, seconds + restoreLimit + 0.1), "gap \(fmt(g)) for a \(fmt(seconds)) outage")
         }
     }
 
@@ -349,7 +364,7 @@ private final class Row: @unchecked Sendable {
             guard left else { continue }
             let restored = first(side, ["established"], since: back).map { $0 - back }
             r.measurements["\(name) restored"] = restored ?? -1
-            r.check("\(name) restored ≤ \(limit) s", restored.map { $0 <= limit } ?? false, "\(fmt(restored)) after the path returned")
+            r.check("\(name) restored ≤ \(limit) s", within(restored, limit), "\(fmt(restored)) after the path returned")
         }
     }
 
@@ -367,7 +382,7 @@ private final class Row: @unchecked Sendable {
         for (name, listener) in [("B", b!), ("A", a!)] {
             let g = gap(at: listener, from: change, to: change)
             r.measurements["gap at \(name)"] = g ?? -1
-            r.check("audio back at \(name) ≤ \(limit) s", g.map { $0 <= limit } ?? false, "gap \(fmt(g))")
+            r.check("audio back at \(name) ≤ \(limit) s", within(g, limit), "gap \(fmt(g))")
         }
     }
 
@@ -391,7 +406,7 @@ private final class Row: @unchecked Sendable {
             for (name, listener) in [("B", b!), ("A", a!)] {
                 let g = gap(at: listener, from: cut, to: cut)
                 r.measurements["switch \(round) gap at \(name)"] = g ?? -1
-                r.check("switch \(round): audio gap at \(name) ≤ 0.5 s", g.map { $0 <= 0.5 } ?? false, "gap \(fmt(g)) (cut \(used))")
+                r.check("switch \(round): audio gap at \(name) ≤ 0.5 s", within(g, 0.5), "gap \(fmt(g)) (cut \(used))")
             }
             let moved = pairLocalAddress(a) ?? ""
             r.check("switch \(round): the call moved to \(other)", moved.hasPrefix(other == "e1" ? "10.71." : "10.70."), "A's pair is on \(moved)")
@@ -418,7 +433,7 @@ private final class Row: @unchecked Sendable {
         r.check("A plays no stale backlog (jitter buffer ≤ 250 ms from 2 s after the resume)", worst.map { $0 <= 250 } ?? false, "at most \(worst.map { "\(Int($0)) ms" } ?? "no figure")")
         let g = gap(at: b, from: stop, to: resume)
         r.measurements["gap at B"] = g ?? -1
-        r.check("audio back at B ≤ 2 s after the resume", g.map { $0 <= seconds + 2 } ?? false, "gap \(fmt(g)) for a \(fmt(seconds)) stop")
+        r.check("audio back at B ≤ 2 s after the resume", within(g, seconds + 2), "gap \(fmt(g)) for a \(fmt(seconds)) stop")
     }
 
     func randomLoss(_ r: inout FaultRowResult, percent: Int, seconds: Double) async throws(FaultLabError) {
@@ -489,13 +504,13 @@ private final class Row: @unchecked Sendable {
             if let renewing = first(a, ["renewingMedia"], since: renew) {
                 let again = first(a, ["established"], since: renewing).map { $0 - renewing }
                 r.measurements["A renewed"] = again ?? -1
-                r.check("A's renewal done ≤ 1 s", again.map { $0 <= 1 } ?? false, "established \(fmt(again)) after renewingMedia")
+                r.check("A's renewal done ≤ 1 s", within(again, 1), "established \(fmt(again)) after renewingMedia")
             }
             // Make before break: the old pair carried media until the new one took over.
             for (name, listener) in [("B", b!), ("A", a!)] {
                 let g = gap(at: listener, from: renew, to: renew + 3)
                 r.measurements["gap at \(name) while A renewed"] = g ?? -1
-                r.check("no audio gap at \(name) while A renewed", g.map { $0 <= 0.2 } ?? false, "gap \(fmt(g))")
+                r.check("no audio gap at \(name) while A renewed", within(g, 0.2), "gap \(fmt(g))")
             }
             await hangUpReleasingAllocations(&r)
             judgeOutage(&r, cut: cut, back: back, seconds: 3, restoreLimit: 1.0)
@@ -520,7 +535,7 @@ private final class Row: @unchecked Sendable {
             r.measurements["A detected"] = detectedAfter ?? -1
             if let detected, let restored = first(a, ["established"], since: detected) {
                 r.measurements["on relay after detection"] = restored - detected
-                r.check("on the relay ≤ 1 s after detection", restored - detected <= 1 && relayed != nil, "established \(fmt(restored - detected)) after detection, pair \(relayed.map { "\($0.object["localType"] ?? "?") ⇄ \($0.object["remoteType"] ?? "?")" } ?? "not relayed")")
+                r.check("on the relay ≤ 1 s after detection", within(restored - detected, 1) && relayed != nil, "established \(fmt(restored - detected)) after detection, pair \(relayed.map { "\($0.object["localType"] ?? "?") ⇄ \($0.object["remoteType"] ?? "?")" } ?? "not relayed")")
             } else {
                 r.check("on the relay ≤ 1 s after detection", false, "detected: \(fmt(detectedAfter)), states \(a.states.map(\.state))")
             }

@@ -26,7 +26,10 @@ struct FaultMatrixTests {
     @Test(.timeLimit(.minutes(10)))
     func everyRowRecoversAsItMust() async throws {
         let work = NSTemporaryDirectory() + "tether-faults-\(UInt32.random(in: 0...UInt32.max))"
-        let lab = FaultLab(tetherExecutable: Self.tetherExecutable, workDirectory: work) { print("fault matrix: \($0)") }
+        // A second's margin on every time limit: the suite must hold on a loaded 2-core machine
+        // (four rows at once, debug builds), where scheduling adds tenths of a second; the
+        // figures as specified are `tether-bench faults`'s to check (make faults).
+        let lab = FaultLab(tetherExecutable: Self.tetherExecutable, workDirectory: work, timingMarginSeconds: 1) { print("fault matrix: \($0)") }
         let results = await lab.run(faultMatrix, concurrency: 4)
         for result in results {
             #expect(result.error == nil, "\(result.scenario): \(result.error ?? "")")
