@@ -58,6 +58,8 @@ public actor CallSession {
     private var fedArrival: UInt64 = 0
     private var fedDecoded: UInt64 = 0
     private var fedReport: UInt64 = 0
+    /// A `renewMedia()` of an established call is gathering or offering.
+    private var manualRenewalRunning = false
     /// When to probe a quiet path with a connectivity check of our own (a rebound NAT mapping).
     private var pathProbes = PathProbeSchedule(silenceSeconds: 0)
     private var lastFedNow: UInt64 = 0
@@ -221,9 +223,15 @@ public actor CallSession {
         func superseded() -> Bool { state.isEnded || (attempt != nil && machine?.attemptInFlight != attempt) }
         let candidates: [String]
         if regather {
-            let fresh = await regatherCandidates()
-            if superseded() { return .notSent }
-            guard let fresh else { return .foundNothing }
+            let (fresh, token) = await regatherCandidates()
+            if superseded() {
+                abandonRegather(token)
+                return .notSent
+            }
+            guard let fresh else {
+                abandonRegather(token)
+                return .foundNothing
+            }
             candidates = fresh
         } else {
             // A gathering of ours may still be running (a re-gather): its candidates, not a part.
@@ -309,10 +317,12 @@ public actor CallSession {
                 regather = actions.contains(.answerRenewalOffer(regatherCandidates: true))
             }
             let answering = machine?.attemptInFlight
+            var regathered: UInt64?
             if regather {
-                let fresh = await regatherCandidates()
+                let (fresh, token) = await regatherCandidates()
                 guard !state.isEnded else { throw .invalidState("the call ended while ICE was gathering") }
                 candidates = fresh ?? []
+                regathered = token
             } else {
                 if gathered == nil { _ = await awaitGathering() }  // our own re-gather may be running
                 guard !state.isEnded else { throw .invalidState("the call ended while ICE was gathering") }
@@ -320,10 +330,12 @@ public actor CallSession {
             }
             // Another offer from the peer was taken up while we gathered: this one is stale.
             guard machine?.attemptInFlight == answering else {
+                if let regathered { abandonRegather(regathered) }
                 throw .invalidState("a newer restart offer from the peer was answered while this one waited for candidates")
             }
             // Never answer without candidates: the network is gone; wait for it.
             guard !candidates.isEmpty else {
+                if let regathered { abandonRegather(regathered) }
                 if let attempt = machine?.attemptInFlight { feed(.gatheringFoundNothing(attempt: attempt)) }
                 throw TetherError(
                     code: .iceGatheringFailed, isTerminal: false, canRetry: true,
@@ -407,12 +419,32 @@ public actor CallSession {
     /// new TURN allocations), as the session does by itself when a local address or link
     /// changes: for a change Tether cannot see (a VPN coming up, a captive portal passed, a user
     /// asking to reconnect), like libwebrtc's `restartIce()`. Media keeps flowing on the current
-    /// pair until the new one works, and the old stream's TURN allocation is then released. The
-    /// state is `renewingMedia` until media is decoded again after the renewal began. Does
-    /// nothing before media runs or once the call ends.
+    /// pair until the new one works, and the old stream's TURN allocation is then released.
+    /// While established the call stays established (media flows all along: nothing to show);
+    /// while media is disrupted it is what a local network change does (a re-gathering attempt
+    /// now). Does nothing before media runs, once the call ends, or while our own restart offer
+    /// is unanswered.
     public func renewMedia() {
-        guard mediaRunning, machine != nil, !state.isEnded, state != .ending else { return }
-        feed(.localNetworkChanged)
+        guard mediaRunning, machine != nil else { return }
+        switch state {
+        case .established:
+            // Media flows: the call stays established (the reconnection core would take the
+            // first decoded frame for a restored path and drop the renewal half-way); a restart
+            // offer on fresh candidates, answered as any restart is.
+            guard !restartOfferOutstanding, !manualRenewalRunning else { return }
+            manualRenewalRunning = true
+            Task { [weak self] in await self?.renewEstablishedMedia() }
+        case .mediaDisrupted, .renewingMedia:
+            feed(.localNetworkChanged)
+        default:
+            return
+        }
+    }
+
+    private func renewEstablishedMedia() async {
+        defer { manualRenewalRunning = false }
+        offeredAttempt = nil
+        _ = await startICERestart(attempt: nil, regather: true)
     }
 
     /// Ends the call: sends RTCP BYE, releases devices and the network. Idempotent.
@@ -582,11 +614,19 @@ public actor CallSession {
 
     /// Gathers candidates again on a fresh ICE stream (after a local network change); the old
     /// pair keeps carrying media until the new stream works. Nil when nothing was found.
-    private func regatherCandidates() async -> [String]? {
+    private func regatherCandidates() async -> (candidates: [String]?, token: UInt64) {
         gathered = nil
-        transport?.regather()
+        let token = transport?.regather() ?? 0
         let fresh = await awaitGathering()
-        return fresh?.isEmpty == false ? fresh : nil
+        return (fresh?.isEmpty == false ? fresh : nil, token)
+    }
+
+    /// A re-gathered stream whose candidates go nowhere (see `ICETransport.abandonRegather`):
+    /// dropped, with its TURN allocation; the media stream's candidates are ours again.
+    private func abandonRegather(_ token: UInt64) {
+        guard let transport else { return }
+        transport.abandonRegather(token)
+        gathered = transport.localCandidates()
     }
 
     /// Waits for the current gathering to finish (candidates), or nil on time-out or hang-up.

@@ -141,6 +141,10 @@ public final class ICETransport: @unchecked Sendable {
     private var probesSent: UInt32 = 0
     /// ICE-CONTROLLING/CONTROLLED tie-breaker of the probes (a role conflict is never meant).
     private let probeTieBreaker = UInt64.random(in: .min ... .max)
+    /// `regather()` calls so far (tokens).
+    private let regathers = Atomic<Int>(0)
+    /// The newest `regather()`'s token and stream. GLib thread only.
+    private var lastRegather: (token: UInt64, stream: guint)?
     /// Path probes handed to libnice (a counter, relaxed).
     private let probesDelivered = Atomic<Int>(0)
 
@@ -312,8 +316,11 @@ public final class ICETransport: @unchecked Sendable {
     /// lost while the new one is negotiated. The old stream (and its TURN allocation) is removed
     /// once the new one carries media. A regather while an earlier new stream has not selected a
     /// pair yet replaces that one.
-    public func regather() {
-        guard !closed.load(ordering: .acquiring) else { return }
+    /// - Returns: a token for `abandonRegather(_:)`.
+    @discardableResult
+    public func regather() -> UInt64 {
+        let token = UInt64(regathers.add(1, ordering: .relaxed).newValue)
+        guard !closed.load(ordering: .acquiring) else { return token }
         let me = UnsafeSendableTransport(self)
         onLoopThread {
             let t = me.transport
@@ -321,6 +328,7 @@ public final class ICETransport: @unchecked Sendable {
             guard !t.closed.load(ordering: .acquiring) else { return }
             let new = nice_agent_add_stream(t.agent, 1)
             guard new != 0 else { return }
+            t.lastRegather = (token, new)
             if let turn = t.configuration.turnServer { _ = Self.setRelay(turn, agent: t.agent, stream: new) }
             nice_agent_attach_recv(t.agent, new, 1, t.context, iceReceive, UnsafeMutableRawPointer(t.hot))
             let previous = t.signalingStream
@@ -328,6 +336,26 @@ public final class ICETransport: @unchecked Sendable {
             if previous != t.mediaStream { t.removeStream(previous) }  // never carried media: superseded
             if t.mediaStream == 0 { t.hot.pointee.streamID = new }
             t.gather(stream: new)
+        }
+        return token
+    }
+
+    /// Gives up the stream `regather()` (`token`) made when its candidates will not be offered
+    /// or answered with (the renewal was overtaken or ended, or the gathering found nothing):
+    /// the stream is removed (libnice releases its TURN allocation) and descriptions speak for
+    /// the stream carrying media again. Nothing happens once that stream carries media, after a
+    /// newer `regather()`, or before any pair carried media (there is nothing to go back to).
+    public func abandonRegather(_ token: UInt64) {
+        guard !closed.load(ordering: .acquiring) else { return }
+        let me = UnsafeSendableTransport(self)
+        onLoopThread {
+            let t = me.transport
+            guard let last = t.lastRegather, last.token == token, last.stream == t.signalingStream,
+                last.stream != t.mediaStream, t.mediaStream != 0
+            else { return }
+            t.lastRegather = nil
+            t.signalingStream = t.mediaStream
+            t.removeStream(last.stream)
         }
     }
 

@@ -248,6 +248,37 @@ struct ICETransportRestartTests {
         #expect(deliver(20, from: b, to: a) == 20)
     }
 
+    /// A re-gather whose candidates are never offered (the renewal was overtaken) is undone:
+    /// descriptions speak for the stream carrying media again, and media keeps flowing on it.
+    @Test func anAbandonedRegatherLeavesTheMediaStreamSpeaking() throws {
+        let (a, b) = try connectedPair()
+        defer {
+            a.transport.close()
+            b.transport.close()
+        }
+        let before = a.transport.localCredentials()
+        let gathered = a.log.count { (e: ICETransportEvent) in if case .gatheringDone = e { true } else { false } }
+        let token = a.transport.regather()
+        #expect(a.log.first(within: 5) { (_: ICETransportEvent) -> Bool? in
+            a.log.count { (e: ICETransportEvent) in if case .gatheringDone = e { true } else { false } } > gathered ? true : nil
+        } == true)
+        #expect(a.transport.localCredentials() != before)
+        a.transport.abandonRegather(token + 1)  // not the newest: ignored
+        #expect(a.transport.localCredentials() != before)
+        a.transport.abandonRegather(token)
+        #expect(a.transport.localCredentials() == before)
+        #expect(deliver(10, from: a, to: b) == 10)
+        #expect(deliver(10, from: b, to: a) == 10)
+        // A restart in place on the old stream still connects.
+        let ra = try #require(a.transport.restart())
+        let rb = try #require(b.transport.restart())
+        let pairsBefore = selectedPairs(a)
+        try a.transport.setRemote(ufrag: rb.ufrag, password: rb.password, candidates: rb.candidates)
+        try b.transport.setRemote(ufrag: ra.ufrag, password: ra.password, candidates: ra.candidates)
+        #expect(awaitNewPair(a, after: pairsBefore))
+        #expect(deliver(10, from: b, to: a) == 10)
+    }
+
     /// The pair `peer` reported last.
     func lastPair(_ peer: Peer) -> ICESelectedPair? {
         peer.log.all.compactMap { e -> ICESelectedPair? in if case .selectedPairChanged(let p) = e { p } else { nil } }.last
