@@ -214,11 +214,18 @@ private final class Row: @unchecked Sendable {
             let cut = monotonicSeconds()
             try net.linkDown(net.a, "e0")
             await pause(seconds)
-            let back = monotonicSeconds()
+            let up = monotonicSeconds()
             try net.linkUp(net.a, "e0")
+            // The link is back when the kernel reports it operational: a veth's carrier comes
+            // up to a second after `ip link set up` (the kernel's link watch), and until then
+            // nothing can cross it.
+            guard let back = await net.operationalSince(net.a, "e0") else {
+                throw .commandFailed(command: "ip link set e0 up", status: -1, output: "e0 not operational within 5 s")
+            }
+            r.measurements["link operational after up"] = back - up
             await settle(after: back)
             await hangUp()
-            judgeOutage(&r, cut: cut, back: back, seconds: seconds, restoreLimit: 1.0)
+            judgeOutage(&r, cut: cut, back: back, seconds: back - cut, restoreLimit: 1.0)
         case .blackHole(let seconds):
             try await startCall()
             // Silent, as a path that dies somewhere between: dropped on arrival both ways, while
@@ -360,9 +367,13 @@ private final class Row: @unchecked Sendable {
     /// Each side that left `established` is back within `limit` of `back`.
     func judgeRestored(_ r: inout FaultRowResult, sides: [(String, LabCallProcess)], back: Double, limit: Double) {
         for (name, side) in sides {
-            let left = side.states.contains { $0.at >= back - 60 && ["mediaDisrupted", "renewingMedia"].contains($0.state) }
-            guard left else { continue }
-            let restored = first(side, ["established"], since: back).map { $0 - back }
+            let disrupted = side.states.filter { $0.at >= back - 60 && ["mediaDisrupted", "renewingMedia"].contains($0.state) }
+            guard let firstLeft = disrupted.first else { continue }
+            // Back in `established` after the disruption that was under way when the path
+            // returned (it may be an instant before the lab saw the path back: the kernel
+            // reports a link's state after packets already cross it), counted from the return.
+            let from = disrupted.last { $0.at < back }?.at ?? firstLeft.at
+            let restored = side.states.first { $0.state == "established" && $0.at > from }.map { max(0, $0.at - back) }
             r.measurements["\(name) restored"] = restored ?? -1
             r.check("\(name) restored ≤ \(limit) s", within(restored, limit), "\(fmt(restored)) after the path returned")
         }

@@ -129,11 +129,21 @@ final class LabNetwork: @unchecked Sendable {
     /// Waits (up to 5 s) until `link` in `ns` is operationally up: the kernel reports a new
     /// link's carrier up to a second late, and libnice finds no usable interface until then.
     func waitOperational(_ ns: String, _ link: String) async -> Bool {
+        await operationalSince(ns, link) != nil
+    }
+
+    /// Waits (up to 5 s) until `link` in `ns` is operationally up and returns the earliest
+    /// instant it may have come up: the start of the last look that still found it down (or of
+    /// the first look, if that found it up). Nil if it did not come up.
+    func operationalSince(_ ns: String, _ link: String) async -> Double? {
+        var lastDown = monotonicSeconds()
         for _ in 0..<250 {
-            if Shell.run("ip -n \(ns) -o link show \(link)").output.contains("state UP") { return true }
+            let look = monotonicSeconds()
+            if Shell.run("ip -n \(ns) -o link show \(link)").output.contains("state UP") { return lastDown }
+            lastDown = look
             await pause(0.02)
         }
-        return false
+        return nil
     }
 
     /// Deletes every namespace (and with them their links and rules). Idempotent.

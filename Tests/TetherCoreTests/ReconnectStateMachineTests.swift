@@ -538,13 +538,13 @@ struct ReconnectStateMachineInputTests {
         #expect(caller.handle(.renewalAnswered(attempt: 1), now: reconnectInstant(600)) == [.applyRenewalAnswer(attempt: 1)])
         // Once our offer is answered, a new peer offer is answered as the next attempt.
         #expect(caller.handle(.peerRenewalOffer, now: reconnectInstant(700)) == [
-            .abandonAttempt(attempt: 1), .answerRenewalOffer(regatherCandidates: true),
+            .abandonAttempt(attempt: 1), .answerRenewalOffer(regatherCandidates: false),
         ])
 
         var callee = establishedMachine(glareRole: .yieldsToPeer)
         _ = callee.handle(.localNetworkChanged, now: reconnectInstant(500))
         #expect(callee.handle(.peerRenewalOffer, now: reconnectInstant(550)) == [
-            .abandonAttempt(attempt: 1), .answerRenewalOffer(regatherCandidates: true),
+            .abandonAttempt(attempt: 1), .answerRenewalOffer(regatherCandidates: false),
         ])
         #expect(callee.handle(.renewalAnswered(attempt: 1), now: reconnectInstant(600)) == [.discardRenewalAnswer(attempt: 1)])
         // Attempt 2 (the answered peer offer) times out 6 s after 550 ms.

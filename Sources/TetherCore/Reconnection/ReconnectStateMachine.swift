@@ -46,7 +46,8 @@
 /// ## State table
 /// "attempt" = ``Action/restartICE(attempt:regatherCandidates:)`` with the next number;
 /// "regather" = its `regatherCandidates` is true (also true whenever a network change is pending,
-/// and for every attempt after the first of a disruption: fresh candidates, fresh allocations).
+/// and for every restart offer of ours after the first of a disruption: fresh candidates, fresh
+/// allocations).
 /// Rows not listed leave the state unchanged with no actions. Every state except `ended` also
 /// feeds the liveness detector and emits ``Action/outboundDisruption(started:)`` when the
 /// one-way-audio flag changes (not in `idle`).
@@ -341,9 +342,11 @@ public struct ReconnectStateMachine: Sendable {
         current.waitingForNetwork = false
         disruption = current
         timeline.setAttempts(current.attempts)
-        // A second attempt never reuses the first's local candidates: a failed attempt may have
+        // Our second offer never reuses the first's local candidates: a failed attempt may have
         // failed on them (a TURN allocation the server dropped, a reflexive mapping gone stale).
-        let regatherCandidates = regather || regatherPending || current.attempts > 1
+        // An answer re-gathers only for a network change of ours: the peer's offer brings what
+        // the peer changed, and answering at once restores sooner.
+        let regatherCandidates = regather || regatherPending || (byUs && current.attempts > 1)
         regatherPending = false
         if byUs {
             awaitedAnswerAttempt = current.attempts
