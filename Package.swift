@@ -27,6 +27,9 @@ let package = Package(
             name: "CNice", path: "CModules/CNice", pkgConfig: "nice",
             providers: [.apt(["libnice-dev"])]),
         .systemLibrary(
+            name: "COpenSSL", path: "CModules/COpenSSL", pkgConfig: "openssl",
+            providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(
             name: "CALSA", path: "CModules/CALSA", pkgConfig: "alsa",
             providers: [.apt(["libasound2-dev"])]),
         .systemLibrary(
@@ -41,6 +44,8 @@ let package = Package(
         .target(name: "TetherCodec", dependencies: ["COpus"]),
         // RTP/RTCP (sans-IO parsing and statistics) and SRTP (libsrtp2).
         .target(name: "TetherRTP", dependencies: ["CSRTP", "CTetherSystem"]),
+        // DTLS-SRTP keying (OpenSSL): the process certificate and handshakes driven by datagrams.
+        .target(name: "TetherDTLS", dependencies: ["COpenSSL", "TetherCore", "TetherRTP", "CTetherSystem"]),
         // ICE transport over libnice with its own GLib main-context thread.
         .target(name: "TetherICE", dependencies: ["CNice", "TetherRealtime"]),
         // Audio sources and sinks: test signal, WAV files, (devices later).
@@ -96,6 +101,7 @@ let package = Package(
         .testTarget(name: "TetherCodecTests", dependencies: ["TetherCodec"]),
         .testTarget(name: "TetherRTPTests", dependencies: ["TetherRTP"]),
         .testTarget(name: "TetherICETests", dependencies: ["TetherICE"]),
+        .testTarget(name: "TetherDTLSTests", dependencies: ["TetherDTLS", "TetherCore", "TetherRTP"]),
         .testTarget(name: "TetherAudioTests", dependencies: ["TetherAudio", "CAllocationCounter"]),
         .testTarget(name: "TetherCoreTests", dependencies: ["TetherCore"]),
         .testTarget(name: "TetherTests", dependencies: ["Tether", "TetherAudio", "TetherTestbed", "TetherFaults", "CAllocationCounter"]),

@@ -52,3 +52,14 @@ public final class SRTPKeyMaterial: @unchecked Sendable, CustomStringConvertible
         a.suite == b.suite && a.bytes.count == b.bytes.count && memcmp(a.bytes.baseAddress!, b.bytes.baseAddress!, a.bytes.count) == 0
     }
 }
+
+extension SRTPKeyMaterial {
+    /// Key material assembled from a master key and a master salt held elsewhere (a DTLS
+    /// exporter's output), copied straight into wiped storage without an intermediate array.
+    public convenience init(suite: SRTPCryptoSuite, key: UnsafeRawBufferPointer, salt: UnsafeRawBufferPointer) {
+        precondition(key.count + salt.count == suite.masterKeyAndSaltBytes, "key and salt lengths do not fit \(suite.rawValue)")
+        self.init(suite: suite)
+        bytes.copyMemory(from: key)
+        UnsafeMutableRawBufferPointer(rebasing: bytes[key.count...]).copyMemory(from: salt)
+    }
+}
