@@ -242,7 +242,7 @@ public actor CallSession {
         }
         guard !candidates.isEmpty else { return .foundNothing }
         sdpSessionVersion += 1
-        let offer = AudioOfferAnswer.makeOffer(localParameters(candidates: candidates, crypto: [negotiated.localCrypto]))
+        let offer = AudioOfferAnswer.makeOffer(localParameters(candidates: candidates, crypto: negotiated.localCrypto.map { [$0] } ?? []))
         localOffer = offer
         restartOfferOutstanding = true
         restartsOffered += 1
@@ -346,7 +346,7 @@ public actor CallSession {
         let (answer, result): (SessionDescription, NegotiatedAudio)
         do throws(SDPError) {
             (answer, result) = try AudioOfferAnswer.makeAnswer(
-                to: offer, local: localParameters(candidates: candidates, crypto: [current.localCrypto]))
+                to: offer, local: localParameters(candidates: candidates, crypto: current.localCrypto.map { [$0] } ?? []))
         } catch {
             throw Self.negotiationError(error)
         }
@@ -378,8 +378,8 @@ public actor CallSession {
 
     /// SRTP state is kept across renegotiations: the same keys both ways.
     private static func checkKeysKept(current: NegotiatedAudio, new: NegotiatedAudio) throws(TetherError) {
-        guard new.cryptoSuite == current.cryptoSuite, new.remoteCrypto.keyAndSalt == current.remoteCrypto.keyAndSalt,
-            new.localCrypto.keyAndSalt == current.localCrypto.keyAndSalt
+        guard new.cryptoSuite == current.cryptoSuite, new.remoteCrypto?.keyAndSalt == current.remoteCrypto?.keyAndSalt,
+            new.localCrypto?.keyAndSalt == current.localCrypto?.keyAndSalt
         else {
             throw TetherError(
                 code: .incompatibleSessionDescription, isTerminal: false, canRetry: false,
@@ -649,16 +649,18 @@ public actor CallSession {
     private func activate(_ result: NegotiatedAudio) throws(TetherError) {
         guard let transport else { throw .invalidState("no ICE transport") }
         try Self.applyRemoteICE(result, to: transport, describing: "description")
-        guard let suite = SRTPSuite(rawValue: result.cryptoSuite.name) else {
+        guard case let .sdes(negotiatedSuite, localCrypto, remoteCrypto) = result.keying,
+            let suite = SRTPSuite(rawValue: negotiatedSuite.name)
+        else {
             throw TetherError(
                 code: .incompatibleSessionDescription, isTerminal: false, canRetry: false,
-                message: "negotiated SRTP suite \(result.cryptoSuite.name) has no local key")
+                message: "negotiated SRTP keying \(result.keying) has no local key")
         }
         let setup: MediaLoop.Setup
         do {
             // Our key is the one our description carried for the chosen line (the offer's tag on the answerer).
-            let ourKey = try SRTPKeyMaterial(suite: suite, keyAndSalt: result.localCrypto.keyAndSalt)
-            let theirKey = try SRTPKeyMaterial(suite: suite, keyAndSalt: result.remoteCrypto.keyAndSalt)
+            let ourKey = try SRTPKeyMaterial(suite: suite, keyAndSalt: localCrypto.keyAndSalt)
+            let theirKey = try SRTPKeyMaterial(suite: suite, keyAndSalt: remoteCrypto.keyAndSalt)
             let outbound = try SRTPContext(direction: .outbound, key: ourKey)
             let inbound = try SRTPContext(direction: .inbound, key: theirKey)
             var opus = configuration.opus

@@ -50,6 +50,11 @@ public struct LocalAudioParameters: Sendable, Equatable {
     /// then handle MKI fields; off by default, so offered crypto lines with
     /// an MKI are skipped.
     public var acceptsRemoteMKI: Bool
+    /// DTLS-SRTP keying (RFC 5763): our certificate's fingerprint and the association in force.
+    /// nil: DTLS is neither offered nor accepted. An offer carries SDES when ``crypto`` is not
+    /// empty and DTLS when this is set; with both, the profile is `RTP/SAVPF`, with DTLS alone
+    /// `UDP/TLS/RTP/SAVPF`, with SDES alone `RTP/SAVP`.
+    public var dtls: LocalDTLSParameters?
 
     /// Creates local parameters with Tether's defaults: Opus on PT 111 with
     /// `minptime=10;useinbandfec=1`, 20 ms ptime, full ICE, sendrecv.
@@ -62,7 +67,7 @@ public struct LocalAudioParameters: Sendable, Equatable {
         iceUfrag: String, icePwd: String, iceOptions: [String] = [], iceLite: Bool = false,
         candidates: [ICECandidate] = [], endOfCandidates: Bool = false,
         crypto: [CryptoAttribute], direction: MediaDirection = .sendrecv, mid: String? = nil,
-        acceptsRemoteMKI: Bool = false
+        acceptsRemoteMKI: Bool = false, dtls: LocalDTLSParameters? = nil
     ) {
         self.sessionID = sessionID
         self.sessionVersion = sessionVersion
@@ -83,7 +88,41 @@ public struct LocalAudioParameters: Sendable, Equatable {
         self.direction = direction
         self.mid = mid
         self.acceptsRemoteMKI = acceptsRemoteMKI
+        self.dtls = dtls
     }
+
+    /// The profile our offers use for the keying they carry.
+    var offerProfile: SDPMediaProtocol {
+        switch (crypto.isEmpty, dtls == nil) {
+        case (false, false): .rtpSAVPF
+        case (true, false): .udpTLSRTPSAVPF
+        default: .rtpSAVP
+        }
+    }
+}
+
+/// Our side of DTLS-SRTP keying.
+public struct LocalDTLSParameters: Sendable, Equatable {
+    /// Our certificate's fingerprint (`a=fingerprint`).
+    public var fingerprint: DTLSFingerprint
+    /// The role we hold in the association in force, if there is one: answers keep it so an ICE
+    /// restart keeps the association (RFC 8842 §5.2).
+    public var currentRole: DTLSRole?
+
+    public init(fingerprint: DTLSFingerprint, currentRole: DTLSRole? = nil) {
+        self.fingerprint = fingerprint
+        self.currentRole = currentRole
+    }
+}
+
+/// How the negotiated SRTP is keyed.
+public enum NegotiatedKeying: Sendable, Equatable {
+    /// SDES (RFC 4568): both keys are in the descriptions. `local` protects what we send (our line
+    /// with the chosen tag), `remote` what we receive.
+    case sdes(suite: SDPCryptoSuite, local: CryptoAttribute, remote: CryptoAttribute)
+    /// DTLS-SRTP (RFC 5763/5764): a handshake in `role` with a peer whose certificate has
+    /// `remoteFingerprint` exports the keys.
+    case dtls(role: DTLSRole, remoteFingerprint: DTLSFingerprint)
 }
 
 /// The outcome of a successful offer/answer: everything the media engine
@@ -110,14 +149,16 @@ public struct NegotiatedAudio: Sendable, Equatable {
     public var remoteCandidates: [ICECandidate]
     /// Whether the peer signalled `a=end-of-candidates` (media or session level).
     public var remoteEndOfCandidates: Bool
-    /// The chosen SRTP crypto suite.
-    public var cryptoSuite: SDPCryptoSuite
-    /// The peer's crypto attribute: its key protects what we receive.
-    public var remoteCrypto: CryptoAttribute
-    /// The tag of the chosen crypto line.
-    public var localCryptoTag: UInt32
-    /// Our crypto attribute as put in the SDP: its key protects what we send.
-    public var localCrypto: CryptoAttribute
+    /// How SRTP is keyed.
+    public var keying: NegotiatedKeying
+    /// With SDES: the chosen SRTP crypto suite.
+    public var cryptoSuite: SDPCryptoSuite? { if case let .sdes(suite, _, _) = keying { suite } else { nil } }
+    /// With SDES: the peer's crypto attribute (its key protects what we receive).
+    public var remoteCrypto: CryptoAttribute? { if case let .sdes(_, _, remote) = keying { remote } else { nil } }
+    /// With SDES: the tag of the chosen crypto line.
+    public var localCryptoTag: UInt32? { localCrypto?.tag }
+    /// With SDES: our crypto attribute as put in the SDP (its key protects what we send).
+    public var localCrypto: CryptoAttribute? { if case let .sdes(_, local, _) = keying { local } else { nil } }
     /// The peer's effective direction, from its point of view.
     public var remoteDirection: MediaDirection
     /// What we may do, from our point of view (e.g. `.sendonly` = we send,
@@ -130,8 +171,7 @@ public struct NegotiatedAudio: Sendable, Equatable {
     public init(
         opusPayloadType: UInt8, remoteOpusParameters: OpusParameters, remotePtimeMilliseconds: UInt32?,
         remoteMaxPtimeMilliseconds: UInt32?, remoteICEUfrag: String, remoteICEPwd: String, remoteICELite: Bool,
-        remoteCandidates: [ICECandidate], remoteEndOfCandidates: Bool, cryptoSuite: SDPCryptoSuite,
-        remoteCrypto: CryptoAttribute, localCryptoTag: UInt32, localCrypto: CryptoAttribute,
+        remoteCandidates: [ICECandidate], remoteEndOfCandidates: Bool, keying: NegotiatedKeying,
         remoteDirection: MediaDirection, direction: MediaDirection, mid: String?
     ) {
         self.opusPayloadType = opusPayloadType
@@ -143,10 +183,7 @@ public struct NegotiatedAudio: Sendable, Equatable {
         self.remoteICELite = remoteICELite
         self.remoteCandidates = remoteCandidates
         self.remoteEndOfCandidates = remoteEndOfCandidates
-        self.cryptoSuite = cryptoSuite
-        self.remoteCrypto = remoteCrypto
-        self.localCryptoTag = localCryptoTag
-        self.localCrypto = localCrypto
+        self.keying = keying
         self.remoteDirection = remoteDirection
         self.direction = direction
         self.mid = mid
@@ -157,12 +194,17 @@ public struct NegotiatedAudio: Sendable, Equatable {
 /// (`RTP/SAVP`, also `RTP/SAVPF`), ICE, mandatory rtcp-mux. Pure functions,
 /// no I/O.
 public enum AudioOfferAnswer {
-    /// Builds our offer: one `m=audio` section, `RTP/SAVP`, Opus only.
+    /// Builds our offer: one `m=audio` section, Opus only, keyed as ``LocalAudioParameters/dtls``
+    /// and ``LocalAudioParameters/crypto`` say (DTLS offers say `a=setup:actpass`, and with a
+    /// mid put the section in a BUNDLE group as WebRTC endpoints expect).
     public static func makeOffer(_ local: LocalAudioParameters) -> SessionDescription {
         let section = audioSection(
-            local: local, profile: .rtpSAVP, payloadType: local.opusPayloadType,
-            crypto: local.crypto, direction: local.direction, mid: local.mid)
-        return session(local: local, section: section)
+            local: local, profile: local.offerProfile, payloadType: local.opusPayloadType,
+            crypto: local.crypto, fingerprints: local.dtls.map { [$0.fingerprint] } ?? [],
+            setup: local.dtls == nil ? nil : .actpass, direction: local.direction, mid: local.mid)
+        var offer = session(local: local, section: section)
+        if local.dtls != nil, let mid = local.mid { offer.attributes.append(SDPAttribute(name: "group", value: "BUNDLE \(mid)")) }
+        return offer
     }
 
     /// Answers a remote offer.
@@ -181,21 +223,31 @@ public enum AudioOfferAnswer {
             throw .audioRejected
         }
         let remote = offer.media[index]
-        guard remote.transportProtocol.isSDESSRTP else { throw .unsupportedProfile(remote.transportProtocol.name) }
+        guard remote.transportProtocol.isSRTP else { throw .unsupportedProfile(remote.transportProtocol.name) }
         guard let payloadType = remote.opusPayloadType else { throw .noOpus }
 
-        var chosen: (remote: CryptoAttribute, local: CryptoAttribute)?
-        // A tag must name one line (RFC 4568 §9.1): a line whose tag repeats is ambiguous to the
-        // offerer when the answer names it, so it is skipped.
-        var tagUses: [UInt32: Int] = [:]
-        for offered in remote.crypto { tagUses[offered.tag, default: 0] += 1 }
-        for offered in remote.crypto where offered.suite.isKnown && offered.sessionParameters.isEmpty && tagUses[offered.tag] == 1 {
-            if !local.acceptsRemoteMKI, offered.keyParameters.contains(where: { $0.mki != nil }) { continue }
-            guard let ours = local.crypto.first(where: { $0.suite == offered.suite }) else { continue }
-            chosen = (offered, try ours.withTag(offered.tag))
-            break
+        // Keying: DTLS when the offer carries a fingerprint we can check and we take DTLS (WebRTC
+        // endpoints key RTP/SAVPF with DTLS too, and ignore a=crypto beside a fingerprint); SDES
+        // otherwise, on the SDES profiles only.
+        let fingerprints = remote.effectiveFingerprints(in: offer)
+        let keying: NegotiatedKeying
+        let answerCrypto: [CryptoAttribute]
+        if let dtls = local.dtls, let fingerprint = fingerprints.first {
+            let role = try DTLSNegotiation.answererRole(
+                offered: remote.effectiveSetup(in: offer) ?? .active, current: dtls.currentRole)
+            keying = .dtls(role: role, remoteFingerprint: fingerprint)
+            answerCrypto = []
+        } else if remote.transportProtocol.isDTLSSRTP {
+            if local.dtls == nil { throw .noSupportedKeying(offered: "DTLS-SRTP (a=fingerprint), which this call does not accept") }
+            throw .missingFingerprint
+        } else {
+            if local.crypto.isEmpty {
+                throw .noSupportedKeying(offered: remote.crypto.isEmpty ? "no a=crypto and no a=fingerprint" : "SDES (a=crypto) only, and this call takes DTLS-SRTP")
+            }
+            let chosen = try chooseCrypto(from: remote, local: local)
+            keying = .sdes(suite: chosen.remote.suite, local: chosen.local, remote: chosen.remote)
+            answerCrypto = [chosen.local]
         }
-        guard let chosen else { throw .noSupportedCrypto(offered: remote.crypto.map(\.suite.name)) }
 
         guard remote.rtcpMux else { throw .rtcpMuxRequired }
         let (ufrag, pwd) = try credentials(of: remote, in: offer)
@@ -205,10 +257,20 @@ public enum AudioOfferAnswer {
             sending: local.direction.isSending && remoteDirection.isReceiving,
             receiving: local.direction.isReceiving && remoteDirection.isSending)
 
+        var localSetup: DTLSSetup?
+        if case let .dtls(role, _) = keying { localSetup = role.setup }
         let section = audioSection(
             local: local, profile: remote.transportProtocol, payloadType: payloadType,
-            crypto: [chosen.local], direction: ourDirection, mid: remote.mid)
+            crypto: answerCrypto, fingerprints: localSetup == nil ? [] : local.dtls.map { [$0.fingerprint] } ?? [],
+            setup: localSetup, direction: ourDirection, mid: remote.mid)
         var answer = session(local: local, section: section)
+        // A BUNDLE group holding the audio section is answered with that section alone (the
+        // others are rejected below).
+        if let mid = remote.mid,
+            offer.attributeValues(named: "group").contains(where: { ($0 ?? "").sdpTokens.first == "BUNDLE" && ($0 ?? "").sdpTokens.dropFirst().contains(Substring(mid)) })
+        {
+            answer.attributes.append(SDPAttribute(name: "group", value: "BUNDLE \(mid)"))
+        }
         // RFC 3264 §6: one answer m= line per offered m= line, others rejected.
         answer.media = offer.media.enumerated().map { position, offered in
             if position == index { return section }
@@ -225,9 +287,7 @@ public enum AudioOfferAnswer {
             remoteICEUfrag: ufrag, remoteICEPwd: pwd, remoteICELite: offer.iceLite,
             remoteCandidates: usableCandidates(remote.candidates),
             remoteEndOfCandidates: remote.endOfCandidates || offer.endOfCandidates,
-            cryptoSuite: chosen.remote.suite, remoteCrypto: chosen.remote,
-            localCryptoTag: chosen.local.tag, localCrypto: chosen.local,
-            remoteDirection: remoteDirection, direction: ourDirection, mid: remote.mid)
+            keying: keying, remoteDirection: remoteDirection, direction: ourDirection, mid: remote.mid)
         return (answer, negotiated)
     }
 
@@ -254,7 +314,7 @@ public enum AudioOfferAnswer {
             throw .answerDoesNotMatchOffer(reason: "answer section \(index + 1) is \(remote.media), not audio")
         }
         guard remote.port != 0 else { throw .audioRejected }
-        guard remote.transportProtocol.isSDESSRTP else { throw .unsupportedProfile(remote.transportProtocol.name) }
+        guard remote.transportProtocol.isSRTP else { throw .unsupportedProfile(remote.transportProtocol.name) }
         guard remote.transportProtocol == ours.transportProtocol else {
             throw .answerDoesNotMatchOffer(
                 reason: "answer profile \(remote.transportProtocol.name) differs from offered \(ours.transportProtocol.name)")
@@ -278,16 +338,27 @@ public enum AudioOfferAnswer {
         }
         guard let payloadType else { throw .noOpus }
 
-        // Crypto: exactly the tag/suite of one of our lines, with the peer's key.
-        guard let remoteCrypto = remote.crypto.first else {
-            throw .noSupportedCrypto(offered: [])
-        }
-        guard let localCrypto = ours.crypto.first(where: { $0.tag == remoteCrypto.tag }) else {
-            throw .answerDoesNotMatchOffer(reason: "answer crypto tag \(remoteCrypto.tag) was never offered")
-        }
-        guard localCrypto.suite == remoteCrypto.suite else {
-            throw .answerDoesNotMatchOffer(
-                reason: "answer crypto tag \(remoteCrypto.tag) uses \(remoteCrypto.suite.name), we offered \(localCrypto.suite.name)")
+        // Keying: DTLS when we offered it and the answer carries a fingerprint; else SDES: exactly
+        // the tag/suite of one of our lines, with the peer's key.
+        let keying: NegotiatedKeying
+        let answerFingerprints = remote.effectiveFingerprints(in: answer)
+        if !ours.fingerprints.isEmpty, let fingerprint = answerFingerprints.first {
+            // RFC 4145: an answer without a=setup is active.
+            let role = try DTLSNegotiation.offererRole(answered: remote.effectiveSetup(in: answer) ?? .active)
+            keying = .dtls(role: role, remoteFingerprint: fingerprint)
+        } else {
+            guard let remoteCrypto = remote.crypto.first else {
+                if !ours.fingerprints.isEmpty && ours.crypto.isEmpty { throw .missingFingerprint }
+                throw .noSupportedCrypto(offered: [])
+            }
+            guard let localCrypto = ours.crypto.first(where: { $0.tag == remoteCrypto.tag }) else {
+                throw .answerDoesNotMatchOffer(reason: "answer crypto tag \(remoteCrypto.tag) was never offered")
+            }
+            guard localCrypto.suite == remoteCrypto.suite else {
+                throw .answerDoesNotMatchOffer(
+                    reason: "answer crypto tag \(remoteCrypto.tag) uses \(remoteCrypto.suite.name), we offered \(localCrypto.suite.name)")
+            }
+            keying = .sdes(suite: remoteCrypto.suite, local: localCrypto, remote: remoteCrypto)
         }
 
         guard remote.rtcpMux else { throw .rtcpMuxRequired }
@@ -313,12 +384,27 @@ public enum AudioOfferAnswer {
             remoteICEUfrag: ufrag, remoteICEPwd: pwd, remoteICELite: answer.iceLite,
             remoteCandidates: usableCandidates(remote.candidates),
             remoteEndOfCandidates: remote.endOfCandidates || answer.endOfCandidates,
-            cryptoSuite: remoteCrypto.suite, remoteCrypto: remoteCrypto,
-            localCryptoTag: localCrypto.tag, localCrypto: localCrypto,
-            remoteDirection: remoteDirection, direction: negotiatedDirection, mid: remote.mid ?? ours.mid)
+            keying: keying, remoteDirection: remoteDirection, direction: negotiatedDirection, mid: remote.mid ?? ours.mid)
     }
 
     // MARK: Helpers
+
+    /// The offer's first crypto line we hold a key for (lines with session parameters, with a tag
+    /// another line also uses, or with an MKI unless accepted, are skipped), and our line for it.
+    private static func chooseCrypto(
+        from remote: MediaDescription, local: LocalAudioParameters
+    ) throws(SDPError) -> (remote: CryptoAttribute, local: CryptoAttribute) {
+        // A tag must name one line (RFC 4568 §9.1): a line whose tag repeats is ambiguous to the
+        // offerer when the answer names it, so it is skipped.
+        var tagUses: [UInt32: Int] = [:]
+        for offered in remote.crypto { tagUses[offered.tag, default: 0] += 1 }
+        for offered in remote.crypto where offered.suite.isKnown && offered.sessionParameters.isEmpty && tagUses[offered.tag] == 1 {
+            if !local.acceptsRemoteMKI, offered.keyParameters.contains(where: { $0.mki != nil }) { continue }
+            guard let ours = local.crypto.first(where: { $0.suite == offered.suite }) else { continue }
+            return (offered, try ours.withTag(offered.tag))
+        }
+        throw .noSupportedCrypto(offered: remote.crypto.map(\.suite.name))
+    }
 
     private static func credentials(
         of section: MediaDescription, in description: SessionDescription
@@ -343,7 +429,7 @@ public enum AudioOfferAnswer {
 
     private static func audioSection(
         local: LocalAudioParameters, profile: SDPMediaProtocol, payloadType: UInt8,
-        crypto: [CryptoAttribute], direction: MediaDirection, mid: String?
+        crypto: [CryptoAttribute], fingerprints: [DTLSFingerprint], setup: DTLSSetup?, direction: MediaDirection, mid: String?
     ) -> MediaDescription {
         let (connection, port) = defaultDestination(local)
         let fmtp = local.opusParameters.formatParameters
@@ -355,7 +441,7 @@ public enum AudioOfferAnswer {
             ptimeMilliseconds: local.ptimeMilliseconds, maxPtimeMilliseconds: local.maxPtimeMilliseconds,
             rtcpMux: true, iceUfrag: local.iceUfrag, icePwd: local.icePwd, iceOptions: local.iceOptions,
             candidates: local.candidates, endOfCandidates: local.endOfCandidates,
-            crypto: crypto, direction: direction, mid: mid)
+            crypto: crypto, direction: direction, mid: mid, fingerprints: fingerprints, setup: setup)
     }
 
     private static func session(local: LocalAudioParameters, section: MediaDescription) -> SessionDescription {

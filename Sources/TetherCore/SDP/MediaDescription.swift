@@ -49,6 +49,11 @@ public struct MediaDescription: Sendable, Equatable {
     public var direction: MediaDirection?
     /// `a=mid`.
     public var mid: String?
+    /// `a=fingerprint` lines with a hash function Tether checks, in order (RFC 8122); others are
+    /// kept in ``attributes``.
+    public var fingerprints: [DTLSFingerprint]
+    /// `a=setup` (RFC 4145 / RFC 8842).
+    public var setup: DTLSSetup?
     /// Every other attribute, verbatim and in order.
     public var attributes: [SDPAttribute]
 
@@ -63,7 +68,7 @@ public struct MediaDescription: Sendable, Equatable {
         iceUfrag: String? = nil, icePwd: String? = nil, iceOptions: [String] = [],
         candidates: [ICECandidate] = [], endOfCandidates: Bool = false,
         crypto: [CryptoAttribute] = [], direction: MediaDirection? = nil, mid: String? = nil,
-        attributes: [SDPAttribute] = []
+        fingerprints: [DTLSFingerprint] = [], setup: DTLSSetup? = nil, attributes: [SDPAttribute] = []
     ) {
         self.media = media
         self.port = port
@@ -87,6 +92,8 @@ public struct MediaDescription: Sendable, Equatable {
         self.crypto = crypto
         self.direction = direction
         self.mid = mid
+        self.fingerprints = fingerprints
+        self.setup = setup
         self.attributes = attributes
     }
 
@@ -197,9 +204,42 @@ public struct MediaDescription: Sendable, Equatable {
             direction = MediaDirection(rawValue: attribute.name)
         case "mid":
             mid = try requireValue()
+        case "fingerprint":
+            if let parsed = try Self.parseFingerprint(value, number: number, line: line) {
+                fingerprints.append(parsed)
+            } else {
+                attributes.append(attribute)
+            }
+        case "setup":
+            let text = try requireValue()
+            guard let parsed = DTLSSetup(rawValue: text.lowercased()) else {
+                throw SDPError.malformed(number, line, "a=setup must be actpass, active, passive or holdconn")
+            }
+            setup = parsed
         default:
             attributes.append(attribute)
         }
+    }
+
+    /// Parses an `a=fingerprint` value: nil for a well-formed one whose hash function Tether does
+    /// not check (`sha-1`: kept verbatim, as a peer may list several); malformed ones throw.
+    static func parseFingerprint(_ value: Substring, number: Int, line: Substring) throws(SDPError) -> DTLSFingerprint? {
+        do throws(DTLSFingerprintError) {
+            return try DTLSFingerprint(attributeValue: String(value))
+        } catch {
+            if case .unsupportedHashFunction = error { return nil }
+            throw SDPError.malformed(number, line, error.description)
+        }
+    }
+
+    /// The fingerprints in force: this section's, else the session's (RFC 8122 §5 allows both).
+    public func effectiveFingerprints(in session: SessionDescription) -> [DTLSFingerprint] {
+        fingerprints.isEmpty ? session.fingerprints : fingerprints
+    }
+
+    /// The setup in force: this section's, else the session's.
+    public func effectiveSetup(in session: SessionDescription) -> DTLSSetup? {
+        setup ?? session.setup
     }
 
     // MARK: Serialization
@@ -237,6 +277,8 @@ public struct MediaDescription: Sendable, Equatable {
         for candidate in candidates { lines.append("a=candidate:\(candidate.serialized())") }
         if endOfCandidates { lines.append("a=end-of-candidates") }
         for item in crypto { lines.append("a=crypto:\(item.serialized())") }
+        for fingerprint in fingerprints { lines.append("a=fingerprint:\(fingerprint.attributeValue)") }
+        if let setup { lines.append("a=setup:\(setup.rawValue)") }
         if let direction { lines.append("a=\(direction.rawValue)") }
         for attribute in attributes { lines.append("a=\(attribute.serialized)") }
     }

@@ -19,8 +19,8 @@ public enum SDPError: Error, Equatable, Sendable, CustomStringConvertible {
     case unsupportedVersion
     /// The description has no `m=audio` section.
     case noAudioMedia
-    /// The audio section's transport protocol is not `RTP/SAVP` or
-    /// `RTP/SAVPF` (e.g. DTLS-SRTP `UDP/TLS/RTP/SAVPF` or plain `RTP/AVP`).
+    /// The audio section's transport protocol is not an SRTP one (`RTP/SAVP`, `RTP/SAVPF`,
+    /// `UDP/TLS/RTP/SAVP`, `UDP/TLS/RTP/SAVPF`), e.g. plain `RTP/AVP`.
     case unsupportedProfile(String)
     /// The audio section offers no `opus/48000/2` payload type.
     case noOpus
@@ -45,6 +45,13 @@ public enum SDPError: Error, Equatable, Sendable, CustomStringConvertible {
     case answerDoesNotMatchOffer(reason: String)
     /// The audio section has port 0, i.e. the stream is rejected/disabled.
     case audioRejected
+    /// A DTLS-SRTP section (`UDP/TLS/RTP/SAVP(F)`, or an answer choosing DTLS) carries no
+    /// `a=fingerprint` with a hash function Tether checks (sha-256, sha-384, sha-512).
+    case missingFingerprint
+    /// `a=setup` has a value Tether cannot use here (`holdconn`, or anything unknown).
+    case unsupportedDTLSSetup(String)
+    /// The description offers neither keying this side accepts: `offered` names what it had.
+    case noSupportedKeying(offered: String)
 
     /// A human-readable message; never contains key material.
     public var description: String {
@@ -58,7 +65,7 @@ public enum SDPError: Error, Equatable, Sendable, CustomStringConvertible {
         case .noAudioMedia:
             return "SDP has no m=audio section"
         case let .unsupportedProfile(profile):
-            return "audio transport profile \(Self.excerpt(profile)) is not supported (need RTP/SAVP or RTP/SAVPF with SDES)"
+            return "audio transport profile \(Self.excerpt(profile)) is not supported (need RTP/SAVP, RTP/SAVPF or UDP/TLS/RTP/SAVPF)"
         case .noOpus:
             return "audio section does not offer opus/48000/2"
         case .missingICECredentials:
@@ -76,6 +83,12 @@ public enum SDPError: Error, Equatable, Sendable, CustomStringConvertible {
             return "SDP answer does not match our offer: \(Self.excerpt(reason, limit: 200))"
         case .audioRejected:
             return "audio stream rejected (port 0)"
+        case .missingFingerprint:
+            return "DTLS-SRTP needs an a=fingerprint with sha-256, sha-384 or sha-512"
+        case let .unsupportedDTLSSetup(value):
+            return "a=setup:\(Self.excerpt(value, limit: 40)) is not supported (actpass, active or passive)"
+        case let .noSupportedKeying(offered):
+            return "no SRTP keying this side accepts: the description has \(Self.excerpt(offered, limit: 80))"
         }
     }
 

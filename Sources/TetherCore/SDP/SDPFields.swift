@@ -219,9 +219,9 @@ public enum SDPMediaProtocol: Sendable, Equatable, CustomStringConvertible {
     case rtpSAVP
     /// `RTP/SAVPF` — SRTP with feedback (SDES keys); accepted by Tether.
     case rtpSAVPF
-    /// `UDP/TLS/RTP/SAVP` — DTLS-SRTP, not accepted by Tether.
+    /// `UDP/TLS/RTP/SAVP` — DTLS-SRTP.
     case udpTLSRTPSAVP
-    /// `UDP/TLS/RTP/SAVPF` — DTLS-SRTP (WebRTC), not accepted by Tether.
+    /// `UDP/TLS/RTP/SAVPF` — DTLS-SRTP with feedback (WebRTC).
     case udpTLSRTPSAVPF
     /// Anything else, kept as written.
     case other(String)
@@ -255,6 +255,13 @@ public enum SDPMediaProtocol: Sendable, Equatable, CustomStringConvertible {
     /// Whether this is an SRTP profile keyed with SDES `a=crypto`
     /// (`RTP/SAVP` or `RTP/SAVPF`).
     public var isSDESSRTP: Bool { self == .rtpSAVP || self == .rtpSAVPF }
+
+    /// Whether this is a DTLS-SRTP profile (`UDP/TLS/RTP/SAVP` or `UDP/TLS/RTP/SAVPF`). WebRTC
+    /// endpoints also key `RTP/SAVPF` with DTLS when a fingerprint is present.
+    public var isDTLSSRTP: Bool { self == .udpTLSRTPSAVP || self == .udpTLSRTPSAVPF }
+
+    /// Whether this is an SRTP profile of either keying.
+    public var isSRTP: Bool { isSDESSRTP || isDTLSSRTP }
 
     /// Same as ``name``.
     public var description: String { name }

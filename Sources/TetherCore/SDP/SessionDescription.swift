@@ -40,6 +40,10 @@ public struct SessionDescription: Sendable, Equatable {
     public var endOfCandidates: Bool
     /// Session-level direction attribute, the default for every media section.
     public var direction: MediaDirection?
+    /// Session-level `a=fingerprint` lines Tether checks (the default for every media section).
+    public var fingerprints: [DTLSFingerprint] = []
+    /// Session-level `a=setup`.
+    public var setup: DTLSSetup?
     /// Every other session-level attribute, verbatim and in order.
     public var attributes: [SDPAttribute]
     /// Media sections in order.
@@ -186,6 +190,17 @@ public struct SessionDescription: Sendable, Equatable {
         case "ice-options": iceOptions = (attribute.value ?? "").sdpTokens.map(String.init)
         case "end-of-candidates": endOfCandidates = true
         case "sendrecv", "sendonly", "recvonly", "inactive": direction = MediaDirection(rawValue: attribute.name)
+        case "fingerprint":
+            if let parsed = try MediaDescription.parseFingerprint(Substring(attribute.value ?? ""), number: number, line: line) {
+                fingerprints.append(parsed)
+            } else {
+                attributes.append(attribute)
+            }
+        case "setup":
+            guard let parsed = DTLSSetup(rawValue: try requireValue().lowercased()) else {
+                throw SDPError.malformed(number, line, "a=setup must be actpass, active, passive or holdconn")
+            }
+            setup = parsed
         default: attributes.append(attribute)
         }
     }
@@ -212,6 +227,8 @@ public struct SessionDescription: Sendable, Equatable {
         if let icePwd { lines.append("a=ice-pwd:\(icePwd)") }
         if !iceOptions.isEmpty { lines.append("a=ice-options:" + iceOptions.joined(separator: " ")) }
         if endOfCandidates { lines.append("a=end-of-candidates") }
+        for fingerprint in fingerprints { lines.append("a=fingerprint:\(fingerprint.attributeValue)") }
+        if let setup { lines.append("a=setup:\(setup.rawValue)") }
         if let direction { lines.append("a=\(direction.rawValue)") }
         for attribute in attributes { lines.append("a=\(attribute.serialized)") }
         for section in media { section.appendLines(to: &lines) }
