@@ -63,7 +63,7 @@ let package = Package(
             name: "Tether",
             dependencies: [
                 "TetherRealtime", "TetherCodec", "TetherRTP", "TetherICE", "TetherAudio", "TetherCore",
-                "TetherNetworkMonitor",
+                "TetherNetworkMonitor", "TetherDTLS",
             ]),
         // Fuzz targets for what comes from the network (SDP, RTP/RTCP, the jitter buffer), shared by
         // the libFuzzer executables below and the corpus-replay tests. scripts/fuzz.sh builds them.

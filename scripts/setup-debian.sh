@@ -8,6 +8,7 @@ set -euo pipefail
 PACKAGES=(
     pkg-config
     libopus-dev libsrtp2-dev libnice-dev libasound2-dev libpulse-dev   # C libraries (CModules/)
+    libssl-dev                                                          # DTLS-SRTP (CModules/COpenSSL)
     pulseaudio pulseaudio-utils alsa-utils libasound2-plugins           # user-space audio devices for device tests
     sox                                                                 # audio checks in tests and tools
     iproute2 nftables conntrack coturn                                  # fault matrix: namespaces, drops, NAT, TURN

@@ -63,6 +63,21 @@ public struct CallConfiguration: Sendable {
     /// Whether the call must have a working capture device at start (otherwise it goes on
     /// listen-only, sending silence, with a 2001 error event).
     public var requiresCapture: Bool = false
+    /// How our offers key SRTP: SDES (`a=crypto`, `RTP/SAVP`), DTLS-SRTP (`a=fingerprint`,
+    /// `UDP/TLS/RTP/SAVPF`, what WebRTC endpoints require), or both (`RTP/SAVPF` with both; the
+    /// answer picks). Answers follow the offer, whichever keying it uses.
+    public var keying: Keying = .sdes
+
+    /// How offers key SRTP.
+    public enum Keying: String, Sendable, CaseIterable {
+        /// SDES (RFC 4568): keys in the descriptions.
+        case sdes
+        /// DTLS-SRTP (RFC 5763/5764): a handshake on the media path exports the keys.
+        case dtls
+        /// Both offered; the answerer chooses.
+        case both
+    }
+
     /// Whether to watch the local addresses and links (rtnetlink) and re-gather candidates with
     /// an ICE restart when an address the call uses goes away or a link goes down.
     public var followsNetworkChanges: Bool

@@ -2,6 +2,7 @@ import Synchronization
 import TetherAudio
 import TetherCodec
 import TetherCore
+import TetherDTLS
 import TetherICE
 import TetherNetworkMonitor
 import TetherRTP
@@ -80,6 +81,8 @@ public actor CallSession {
     /// Restart offers made (ours) and answered (theirs), for statistics.
     private var restartsOffered = 0
     private var restartsAnswered = 0
+    /// DTLS-SRTP keying: the association (one per call; ICE restarts keep it) and its timers.
+    private var dtls: DTLSKeying?
 
     /// A further stream of the call's events, from now on (for a second observer such as a UI
     /// next to the signaling bridge). Finishes after the `ended` state change.
@@ -145,7 +148,11 @@ public actor CallSession {
             throw .invalidState("makeOffer() needs a new session; the call is \(state.name)")
         }
         let candidates = try await prepareTransport(controlling: true)
-        let params = try localParameters(candidates: candidates, crypto: makeLocalCrypto(suites: configuration.srtpSuites))
+        let offersSDES = configuration.keying != .dtls
+        var params = try localParameters(
+            candidates: candidates, crypto: offersSDES ? makeLocalCrypto(suites: configuration.srtpSuites) : [],
+            dtls: configuration.keying == .sdes ? nil : try localDTLS())
+        if params.dtls != nil { params.mid = "0" }
         let offer = AudioOfferAnswer.makeOffer(params)
         localOffer = offer
         let text = offer.serialized()
@@ -181,9 +188,10 @@ public actor CallSession {
         let offer = try Self.parse(sdp)
         // Check the offer before gathering, so a bad offer costs nothing.
         let probeKeys = try makeLocalCrypto(suites: configuration.srtpSuites)
+        let ourDTLS = try localDTLS()
         do throws(SDPError) {
             _ = try AudioOfferAnswer.makeAnswer(
-                to: offer, local: localParameters(candidates: [], crypto: probeKeys, checkOnly: true))
+                to: offer, local: localParameters(candidates: [], crypto: probeKeys, dtls: ourDTLS, checkOnly: true))
         } catch {
             throw Self.negotiationError(error)
         }
@@ -191,7 +199,7 @@ public actor CallSession {
         let (answer, result): (SessionDescription, NegotiatedAudio)
         do throws(SDPError) {
             (answer, result) = try AudioOfferAnswer.makeAnswer(
-                to: offer, local: localParameters(candidates: candidates, crypto: probeKeys))
+                to: offer, local: localParameters(candidates: candidates, crypto: probeKeys, dtls: ourDTLS))
         } catch {
             throw Self.negotiationError(error)
         }
@@ -242,7 +250,10 @@ public actor CallSession {
         }
         guard !candidates.isEmpty else { return .foundNothing }
         sdpSessionVersion += 1
-        let offer = AudioOfferAnswer.makeOffer(localParameters(candidates: candidates, crypto: negotiated.localCrypto.map { [$0] } ?? []))
+        var parameters = localParameters(
+            candidates: candidates, crypto: negotiated.localCrypto.map { [$0] } ?? [], dtls: dtls?.localParameters)
+        parameters.mid = negotiated.mid
+        let offer = AudioOfferAnswer.makeOffer(parameters)
         localOffer = offer
         restartOfferOutstanding = true
         restartsOffered += 1
@@ -346,7 +357,8 @@ public actor CallSession {
         let (answer, result): (SessionDescription, NegotiatedAudio)
         do throws(SDPError) {
             (answer, result) = try AudioOfferAnswer.makeAnswer(
-                to: offer, local: localParameters(candidates: candidates, crypto: current.localCrypto.map { [$0] } ?? []))
+                to: offer,
+                local: localParameters(candidates: candidates, crypto: current.localCrypto.map { [$0] } ?? [], dtls: dtls?.localParameters))
         } catch {
             throw Self.negotiationError(error)
         }
@@ -376,8 +388,21 @@ public actor CallSession {
         }
     }
 
-    /// SRTP state is kept across renegotiations: the same keys both ways.
+    /// SRTP state is kept across renegotiations: the same keys both ways, or the same DTLS
+    /// association (roles and the peer's certificate unchanged: no new handshake).
     private static func checkKeysKept(current: NegotiatedAudio, new: NegotiatedAudio) throws(TetherError) {
+        if case let .dtls(role, fingerprint) = current.keying {
+            guard case let .dtls(newRole, newFingerprint) = new.keying,
+                DTLSNegotiation.keepsAssociation(
+                    currentRole: role, currentFingerprint: fingerprint,
+                    role: newRole, remoteFingerprints: [newFingerprint])
+            else {
+                throw TetherError(
+                    code: .incompatibleSessionDescription, isTerminal: false, canRetry: false,
+                    message: "a renegotiation changed the DTLS roles or the peer's certificate; Tether keeps the DTLS association across restarts (no new handshake)")
+            }
+            return
+        }
         guard new.cryptoSuite == current.cryptoSuite, new.remoteCrypto?.keyAndSalt == current.remoteCrypto?.keyAndSalt,
             new.localCrypto?.keyAndSalt == current.localCrypto?.keyAndSalt
         else {
@@ -555,7 +580,18 @@ public actor CallSession {
         return out
     }
 
-    private func localParameters(candidates: [String], crypto: [CryptoAttribute], checkOnly: Bool = false) -> LocalAudioParameters {
+    /// Our DTLS side for a first negotiation: the process certificate's fingerprint.
+    private func localDTLS() throws(TetherError) -> LocalDTLSParameters {
+        do throws(DTLSError) {
+            return LocalDTLSParameters(fingerprint: try DTLSCertificate.shared().fingerprint)
+        } catch {
+            throw TetherError(code: .srtpSetupFailed, isTerminal: false, canRetry: false, message: "\(error)", cause: error)
+        }
+    }
+
+    private func localParameters(
+        candidates: [String], crypto: [CryptoAttribute], dtls: LocalDTLSParameters? = nil, checkOnly: Bool = false
+    ) -> LocalAudioParameters {
         var parsed: [ICECandidate] = []
         for line in candidates {
             do throws(SDPError) {
@@ -574,7 +610,7 @@ public actor CallSession {
                 maxAverageBitrateBitsPerSecond: UInt32(min(510_000, opus.bitrateBitsPerSecond * 2)), minPtimeMilliseconds: 10,
                 useInbandFEC: opus.inBandFEC, useDTX: opus.discontinuousTransmission),
             ptimeMilliseconds: UInt32(opus.frameDurationMilliseconds), iceUfrag: ufrag, icePwd: pwd,
-            candidates: parsed, endOfCandidates: true, crypto: crypto)
+            candidates: parsed, endOfCandidates: true, crypto: crypto, dtls: dtls)
     }
 
     /// Creates the ICE transport and gathers local candidates.
@@ -645,22 +681,72 @@ public actor CallSession {
         for w in waiters { w.resume(returning: sofar.isEmpty ? nil : sofar) }
     }
 
-    /// Negotiation finished: set up ICE remote side, SRTP, Opus and the media loop.
+    /// Negotiation finished: set up the ICE remote side, then SRTP, Opus and the media loop: at
+    /// once with SDES keys, after the handshake with DTLS-SRTP (the call is `connecting` meanwhile).
     private func activate(_ result: NegotiatedAudio) throws(TetherError) {
         guard let transport else { throw .invalidState("no ICE transport") }
         try Self.applyRemoteICE(result, to: transport, describing: "description")
-        guard case let .sdes(negotiatedSuite, localCrypto, remoteCrypto) = result.keying,
-            let suite = SRTPSuite(rawValue: negotiatedSuite.name)
-        else {
-            throw TetherError(
-                code: .incompatibleSessionDescription, isTerminal: false, canRetry: false,
-                message: "negotiated SRTP keying \(result.keying) has no local key")
+        switch result.keying {
+        case let .sdes(negotiatedSuite, localCrypto, remoteCrypto):
+            guard let suite = SRTPSuite(rawValue: negotiatedSuite.name) else {
+                throw TetherError(
+                    code: .incompatibleSessionDescription, isTerminal: false, canRetry: false,
+                    message: "negotiated SRTP suite \(negotiatedSuite.name) has no local key")
+            }
+            let ourKey: SRTPKeyMaterial
+            let theirKey: SRTPKeyMaterial
+            do throws(SRTPError) {
+                // Our key is the one our description carried for the chosen line (the offer's tag on the answerer).
+                ourKey = try SRTPKeyMaterial(suite: suite, keyAndSalt: localCrypto.keyAndSalt)
+                theirKey = try SRTPKeyMaterial(suite: suite, keyAndSalt: remoteCrypto.keyAndSalt)
+            } catch {
+                throw TetherError(code: .srtpSetupFailed, isTerminal: false, canRetry: false, message: "\(error)", cause: error)
+            }
+            try installMedia(result, ourKey: ourKey, theirKey: theirKey)
+        case let .dtls(role, remoteFingerprint):
+            let keying: DTLSKeying
+            do throws(DTLSError) {
+                keying = try DTLSKeying(role: role, remoteFingerprint: remoteFingerprint)
+            } catch {
+                throw TetherError(code: .srtpSetupFailed, isTerminal: false, canRetry: false, message: "\(error)", cause: error)
+            }
+            dtls = keying
+            statisticsContext.withLock { $0.payloadType = Int(result.opusPayloadType) }
+            let limit = configuration.connectTimeoutSeconds
+            timers.append(
+                Task { [weak self] in
+                    guard (try? await Task.sleep(for: .seconds(limit))) != nil else { return }
+                    await self?.dtlsHandshakeTimedOut(after: limit)
+                })
         }
+        negotiated = result
+        var m = ReconnectStateMachine(
+            policy: configuration.reconnection, glareRole: transport.configuration.controlling ? .keepsOwnOffer : .yieldsToPeer)
+        let now = instantNow()
+        _ = m.handle(.peerSendsMedia(result.remoteDirection.isSending), now: now)
+        _ = m.handle(.weSendMedia(result.direction.isSending), now: now)
+        machine = m
+        pathProbes = PathProbeSchedule(silenceSeconds: configuration.reconnection.pathProbeSeconds)
+        transition(to: .connecting)
+        if configuration.statisticsIntervalSeconds > 0 {
+            let interval = configuration.statisticsIntervalSeconds
+            timers.append(
+                Task { [weak self] in
+                    while !Task.isCancelled {
+                        guard (try? await Task.sleep(for: .seconds(interval))) != nil else { return }
+                        guard let self else { return }
+                        await self.emitStatistics()
+                    }
+                })
+        }
+        if startRequested && media != nil { try startMedia() }
+    }
+
+    /// Builds the media loop (SRTP both ways, Opus, jitter buffer) for `result` with these keys.
+    private func installMedia(_ result: NegotiatedAudio, ourKey: SRTPKeyMaterial, theirKey: SRTPKeyMaterial) throws(TetherError) {
+        guard let transport else { throw .invalidState("no ICE transport") }
         let setup: MediaLoop.Setup
         do {
-            // Our key is the one our description carried for the chosen line (the offer's tag on the answerer).
-            let ourKey = try SRTPKeyMaterial(suite: suite, keyAndSalt: localCrypto.keyAndSalt)
-            let theirKey = try SRTPKeyMaterial(suite: suite, keyAndSalt: remoteCrypto.keyAndSalt)
             let outbound = try SRTPContext(direction: .outbound, key: ourKey)
             let inbound = try SRTPContext(direction: .inbound, key: theirKey)
             var opus = configuration.opus
@@ -696,33 +782,80 @@ public actor CallSession {
         }
         let loop = MediaLoop(setup)
         media = loop
-        negotiated = result
-        var m = ReconnectStateMachine(
-            policy: configuration.reconnection, glareRole: transport.configuration.controlling ? .keepsOwnOffer : .yieldsToPeer)
-        let now = instantNow()
-        _ = m.handle(.peerSendsMedia(result.remoteDirection.isSending), now: now)
-        _ = m.handle(.weSendMedia(result.direction.isSending), now: now)
-        machine = m
-        pathProbes = PathProbeSchedule(silenceSeconds: configuration.reconnection.pathProbeSeconds)
         statisticsContext.withLock {
             $0.media = loop
             $0.payloadType = Int(result.opusPayloadType)
-            $0.suite = suite.rawValue
+            $0.suite = ourKey.suite.rawValue
             $0.bitrate = setup.encoder.configuration.bitrateBitsPerSecond
         }
-        transition(to: .connecting)
-        if configuration.statisticsIntervalSeconds > 0 {
-            let interval = configuration.statisticsIntervalSeconds
-            timers.append(
-                Task { [weak self] in
-                    while !Task.isCancelled {
-                        guard (try? await Task.sleep(for: .seconds(interval))) != nil else { return }
-                        guard let self else { return }
-                        await self.emitStatistics()
-                    }
-                })
+    }
+
+    // MARK: DTLS-SRTP
+
+    /// Sends what a DTLS step produced, takes its keys, ends the call on a failure, and sets the
+    /// retransmission timer.
+    private func perform(_ output: DTLSConnection.Output) {
+        guard let dtls, let transport else { return }
+        for datagram in output.datagrams { transport.sendControl(datagram) }
+        if let keys = output.keys { dtlsKeysReady(keys) }
+        if case let .failed(error) = dtls.connection.state {
+            dtls.retransmission?.cancel()
+            guard dtls.keys == nil || error != .closedByPeer else {
+                // The peer closed the association (a browser's pc.close()): a hang-up.
+                if !state.isEnded && state != .ending { remoteHangUpByDTLS() }
+                return
+            }
+            guard dtls.keys == nil else { return }  // after the handshake: liveness judges the path
+            let code: TetherError.Code = error == .fingerprintMismatch ? .dtlsFingerprintMismatch : .dtlsHandshakeFailed
+            end(dueTo: TetherError(
+                code: code, isTerminal: true, canRetry: code == .dtlsHandshakeFailed, message: "\(error)", cause: error))
+            return
         }
-        if startRequested { try startMedia() }
+        dtls.retransmission?.cancel()
+        dtls.retransmission = nil
+        if let delay = dtls.connection.retransmitDelaySeconds {
+            dtls.retransmission = Task { [weak self] in
+                guard (try? await Task.sleep(for: .seconds(delay + 0.001))) != nil else { return }
+                await self?.dtlsTimerFired()
+            }
+        }
+    }
+
+    private func dtlsTimerFired() {
+        guard let dtls, !state.isEnded else { return }
+        perform(dtls.connection.handleTimer())
+    }
+
+    /// DTLS handshakes this call completed (one per association; ICE restarts add none).
+    public var dtlsHandshakesCompleted: Int { dtls?.keys == nil ? 0 : 1 }
+
+    /// The client opens the handshake once ICE has a pair to send it on.
+    private func startDTLSIfClient() {
+        guard let dtls, !dtls.started, dtls.role == .client, !state.isEnded else { return }
+        dtls.started = true
+        perform(dtls.connection.start())
+    }
+
+    private func dtlsKeysReady(_ keys: DTLSSRTPKeys) {
+        guard let dtls, dtls.keys == nil, let negotiated, !state.isEnded else { return }
+        dtls.keys = keys
+        do throws(TetherError) {
+            try installMedia(negotiated, ourKey: keys.local, theirKey: keys.remote)
+            if startRequested { try startMedia() }
+        } catch {
+            end(dueTo: error)
+        }
+    }
+
+    private func remoteHangUpByDTLS() {
+        transition(to: .ending)
+        finish(CallTerminationReason(cause: .remoteHangup), sendBye: false)
+    }
+
+    private func dtlsHandshakeTimedOut(after seconds: Double) {
+        guard let dtls, dtls.keys == nil, !state.isEnded, state != .ending else { return }
+        let error = DTLSError.handshakeTimedOut(seconds: seconds)
+        end(dueTo: TetherError(code: .dtlsHandshakeFailed, isTerminal: true, canRetry: true, message: "\(error)", cause: error))
     }
 
     private func startMedia() throws(TetherError) {
@@ -1052,8 +1185,12 @@ public actor CallSession {
                 eventSink.yield(.error(error))
                 finish(CallTerminationReason(cause: .connectionFailed, error: error), sendBye: false)
             }
+        case .ice(.dtlsDatagram(let datagram)):
+            guard let dtls, !state.isEnded else { return }
+            perform(dtls.connection.receive(datagram))
         case .ice(.selectedPairChanged(let pair)):
             selectedPair = pair
+            startDTLSIfClient()
             statisticsContext.withLock {
                 $0.localAddress = pair.local
                 $0.remoteAddress = pair.remote
@@ -1096,6 +1233,11 @@ public actor CallSession {
         mediaRunning = false
         if sinkRunning { currentSink.stop() }
         sinkRunning = false
+        if let dtls {
+            dtls.retransmission?.cancel()
+            // close_notify, as browsers send on pc.close(): queued on the GLib thread before the close.
+            if sendBye { for datagram in dtls.connection.close().datagrams { transport?.sendControl(datagram) } }
+        }
         transport?.close()
         gatheringTimedOut()
         // Keep the final counters readable after the call ended.

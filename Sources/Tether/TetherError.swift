@@ -41,6 +41,11 @@ public struct TetherError: Error, Sendable, CustomStringConvertible, Equatable {
         // MARK: 4xxx crypto
         /// SRTP could not be set up with the negotiated keys.
         public static let srtpSetupFailed = Code(rawValue: 4001)
+        /// The peer's DTLS certificate does not match the fingerprint in its description (someone
+        /// else is on the path, or the description was altered). Terminal; not retryable.
+        public static let dtlsFingerprintMismatch = Code(rawValue: 4002)
+        /// The DTLS handshake failed or did not finish within the set-up time. Terminal; retryable.
+        public static let dtlsHandshakeFailed = Code(rawValue: 4003)
 
         // MARK: 5xxx API misuse
         /// The configuration is invalid.

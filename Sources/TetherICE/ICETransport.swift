@@ -18,6 +18,9 @@ struct ICEHotPathContext {
     var sendCounters: UnsafeMutablePointer<ICESendCounters>
     /// Stamps received datagrams' arrival (`MonotonicClock.system` unless a test gives its own).
     var arrivalClock: MonotonicTimeSource
+    /// The transport (unretained), for datagrams that are not media: DTLS records (first byte
+    /// 20…63, RFC 7983) go to its event handler instead of the media ring. Set once after init.
+    var owner: UnsafeMutableRawPointer?
 }
 
 /// Counts of what became of sent datagrams, kept where every thread that learns an outcome can
@@ -221,6 +224,7 @@ public final class ICETransport: @unchecked Sendable {
                 arrivalClock: arrivalClock))
 
         let me = Unmanaged.passUnretained(self).toOpaque()
+        hot.pointee.owner = me
         _ = CNice_connect_gathering_done(a, iceGatheringDone, me)
         _ = CNice_connect_state_changed(a, iceStateChanged, me)
         _ = CNice_connect_selected_pair(a, iceSelectedPair, me)
@@ -546,6 +550,21 @@ public final class ICETransport: @unchecked Sendable {
         return .queued
     }
 
+    /// Sends a datagram that is not media (a DTLS flight) through libnice on the stream media
+    /// goes on, from the GLib thread. Best effort: DTLS sends its flights again when they are lost.
+    /// - Note: Any thread; allocates (a closure for the GLib thread). Never on the media path.
+    public func sendControl(_ datagram: [UInt8]) {
+        guard !closed.load(ordering: .acquiring), !datagram.isEmpty else { return }
+        let me = UnsafeSendableTransport(self)
+        onLoopThread {
+            let t = me.transport
+            _ = datagram.withUnsafeBytes { raw in
+                nice_agent_send(
+                    t.agent, t.hot.pointee.streamID, 1, guint(raw.count), raw.baseAddress?.assumingMemoryBound(to: gchar.self))
+            }
+        }
+    }
+
     /// The newest published route, adopted by the media thread (older ones may then be freed).
     /// - Note: Media loop only.
     @inline(__always)
@@ -783,6 +802,13 @@ private func iceReceive(
 ) {
     guard let userData, let buffer else { return }
     let hot = userData.assumingMemoryBound(to: ICEHotPathContext.self)
+    // RFC 7983: 20…63 is DTLS. Only during a handshake (and a close): the copy and the event are
+    // off the media path, which never sees these bytes.
+    if length > 0, UInt8(bitPattern: buffer[0]) >= 20, UInt8(bitPattern: buffer[0]) <= 63, let owner = hot.pointee.owner {
+        let datagram = Array(UnsafeRawBufferPointer(start: buffer, count: Int(length)))
+        Unmanaged<ICETransport>.fromOpaque(owner).takeUnretainedValue().deliver(.dtlsDatagram(datagram))
+        return
+    }
     let now = hot.pointee.arrivalClock()
     let pushed = hot.pointee.receiveRing._withUnsafeGuaranteedRef {
         $0.push(UnsafeRawBufferPointer(start: buffer, count: Int(length)), arrivalNanoseconds: now)

@@ -6,6 +6,9 @@ public enum ICETransportEvent: Sendable, Equatable {
     case componentStateChanged(ICEComponentState)
     /// A pair was selected and carries media now.
     case selectedPairChanged(ICESelectedPair)
+    /// A DTLS datagram arrived (first byte 20…63, RFC 7983): handshake flights and alerts, which
+    /// never enter the media ring.
+    case dtlsDatagram([UInt8])
 }
 
 /// The candidate pair media goes over.

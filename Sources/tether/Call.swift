@@ -48,6 +48,9 @@ struct Call: AsyncParsableCommand {
     @Option(help: "Opus frame duration in milliseconds (10, 20, 40, 60).")
     var ptime: Int = 20
 
+    @Option(help: "How an offer keys SRTP: sdes (a=crypto), dtls (DTLS-SRTP, what browsers need) or both. An answer follows the offer.")
+    var keying: CallConfiguration.Keying = .sdes
+
     @Option(help: "Seconds without media before the call is reported disrupted.")
     var disruptionThreshold: Double = 1.0
 
@@ -125,6 +128,7 @@ struct Call: AsyncParsableCommand {
         c.audioSink = try AudioEndpointSpec.sink(output, periodMilliseconds: period)
         c.requiresCapture = requireCapture
         c.opus = OpusSettings(frameDurationMilliseconds: ptime)
+        c.keying = keying
         c.localAddresses = localAddresses
         c.statisticsIntervalSeconds = statisticsInterval
         if let stun { c.stunServer = try ServerSpec.parse(stun, credentials: false) }
@@ -357,3 +361,4 @@ enum ServerSpec {
 }
 
 extension IceServer.Transport: ExpressibleByArgument {}
+extension CallConfiguration.Keying: ExpressibleByArgument {}

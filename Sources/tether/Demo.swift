@@ -58,6 +58,9 @@ struct Demo: AsyncParsableCommand {
     @Option(help: "Device period in milliseconds for pulse/alsa devices (10 or 20).")
     var period: Int = 20
 
+    @Option(help: "How A's offer keys SRTP: sdes, dtls (DTLS-SRTP handshake) or both.")
+    var keying: CallConfiguration.Keying = .sdes
+
     func validate() throws {
         guard duration > 0 && duration <= 3600 else { throw ValidationError("--duration must be in (0, 3600]") }
         if let outage, !(outage > 0 && outage <= 600) { throw ValidationError("--outage must be in (0, 600]") }
@@ -73,12 +76,13 @@ struct Demo: AsyncParsableCommand {
         let impaired = outage != nil || loss > 0
         let relay = impaired ? try UDPImpairmentRelay(seed: seed) : nil
         relay?.updateImpairments { $0.lossPercent = loss }
-        let a = try CallSession(
-            configuration: CallConfiguration(
-                audioSource: try inputA.map { try AudioEndpointSpec.source($0, periodMilliseconds: period) }
-                    ?? TestSignalSource(frequencyHertz: aFrequency, levelDBFS: level),
-                audioSink: try outputA.map { try AudioEndpointSpec.sink($0, periodMilliseconds: period) } ?? WAVFileSink(path: aWAV),
-                opus: opus, localAddresses: ["127.0.0.1"], statisticsIntervalSeconds: 0, cname: "demo-a"))
+        var aConfiguration = CallConfiguration(
+            audioSource: try inputA.map { try AudioEndpointSpec.source($0, periodMilliseconds: period) }
+                ?? TestSignalSource(frequencyHertz: aFrequency, levelDBFS: level),
+            audioSink: try outputA.map { try AudioEndpointSpec.sink($0, periodMilliseconds: period) } ?? WAVFileSink(path: aWAV),
+            opus: opus, localAddresses: ["127.0.0.1"], statisticsIntervalSeconds: 0, cname: "demo-a")
+        aConfiguration.keying = keying
+        let a = try CallSession(configuration: aConfiguration)
         let b = try CallSession(
             configuration: CallConfiguration(
                 audioSource: try inputB.map { try AudioEndpointSpec.source($0, periodMilliseconds: period) }
@@ -88,6 +92,7 @@ struct Demo: AsyncParsableCommand {
         var plan = "A sends \(Int(aFrequency)) Hz, B sends \(Int(bFrequency)) Hz at \(level) dBFS over ICE on 127.0.0.1"
         if let relay { plan += " through the impairment relay (ports \(relay.portA)/\(relay.portB))" }
         if loss > 0 { plan += ", \(loss) % random loss (seed \(seed))" }
+        if keying != .sdes { plan += ", keyed with \(keying == .dtls ? "DTLS-SRTP" : "SDES and DTLS-SRTP offered")" }
         if let outage { plan += ", a \(outage) s outage \(outageAt) s after set-up" }
         print("tether demo: " + plan)
         let signaling = InProcessSignaling(a: a, b: b, relay: relay) { side, event in timeline.show(side.rawValue, event) }

@@ -1,0 +1,30 @@
+import TetherCore
+import TetherDTLS
+
+/// A call's DTLS-SRTP association: the connection, its role and the peer's fingerprint, the keys
+/// once exported, and the retransmission timer. One per call: ICE restarts keep it (RFC 8842).
+/// Owned and used by the `CallSession` actor only.
+final class DTLSKeying {
+    let connection: DTLSConnection
+    let role: DTLSRole
+    let remoteFingerprint: DTLSFingerprint
+    let localFingerprint: DTLSFingerprint
+    /// The client has sent its first flight.
+    var started = false
+    /// The exported keys, once the handshake finished.
+    var keys: DTLSSRTPKeys?
+    /// Fires when a flight is due again.
+    var retransmission: Task<Void, Never>?
+
+    init(role: DTLSRole, remoteFingerprint: DTLSFingerprint) throws(DTLSError) {
+        let certificate = try DTLSCertificate.shared()
+        connection = try DTLSConnection(
+            role: role == .client ? .client : .server, certificate: certificate, remoteFingerprint: remoteFingerprint)
+        self.role = role
+        self.remoteFingerprint = remoteFingerprint
+        localFingerprint = certificate.fingerprint
+    }
+
+    /// What our descriptions say while this association holds: its fingerprint and role.
+    var localParameters: LocalDTLSParameters { LocalDTLSParameters(fingerprint: localFingerprint, currentRole: role) }
+}
