@@ -12,6 +12,7 @@ PACKAGES=(
     pulseaudio pulseaudio-utils alsa-utils libasound2-plugins           # user-space audio devices for device tests
     sox                                                                 # audio checks in tests and tools
     iproute2 nftables conntrack coturn                                  # fault matrix: namespaces, drops, NAT, TURN
+    chromium                                                            # a real WebRTC peer for the DTLS-SRTP interop tests
 )
 
 missing=()

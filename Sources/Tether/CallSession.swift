@@ -380,12 +380,20 @@ public actor CallSession {
         do throws(ICETransportError) {
             try transport.setRemote(
                 ufrag: result.remoteICEUfrag, password: result.remoteICEPwd,
-                candidates: result.remoteCandidates.filter { $0.transport.isUDP }.map { $0.serialized() })
+                candidates: Self.reachableCandidates(result.remoteCandidates))
         } catch {
             throw TetherError(
                 code: .incompatibleSessionDescription, isTerminal: false, canRetry: false,
                 message: "ICE refused the peer's \(what): \(error)", cause: error)
         }
+    }
+
+    /// The peer's candidates ICE can use: UDP with an IP address. A browser hides its addresses
+    /// behind mDNS names (`….local`, RFC 8828 mode 3) that nothing here resolves: they are left
+    /// out, and the peer's checks, which arrive from its real address, make peer-reflexive
+    /// candidates that carry the call instead (RFC 8445 §7.3.1.3).
+    static func reachableCandidates(_ candidates: [ICECandidate]) -> [String] {
+        candidates.filter { $0.transport.isUDP && $0.addressKind != .hostname }.map { $0.serialized() }
     }
 
     /// SRTP state is kept across renegotiations: the same keys both ways, or the same DTLS
@@ -510,7 +518,7 @@ public actor CallSession {
         let c = context.media?.counters.read() ?? MediaCounters()
         let source = context.source?.statistics ?? AudioDeviceStatistics()
         let sink = context.sink?.statistics ?? AudioDeviceStatistics()
-        return CallStatistics(
+        var statistics = CallStatistics(
             codec: context.codec, payloadType: context.payloadType, packetTimeMilliseconds: context.packetTimeMilliseconds,
             targetBitrateBitsPerSecond: context.media == nil ? context.bitrate : c.encoderBitrateBitsPerSecond,
             srtpSuite: context.suite,
@@ -537,6 +545,9 @@ public actor CallSession {
             playbackDevice: context.sink?.name ?? "", playbackThreadScheduling: sink.scheduling.rawValue,
             localAddress: context.localAddress, remoteAddress: context.remoteAddress,
             durationSeconds: Double(MonotonicClock.nanoseconds() - createdAtNanoseconds) / 1e9, recovery: context.recovery)
+        statistics.srtpKeying = context.keying
+        statistics.dtlsHandshakeDatagramsAfterSetUp = context.dtls?.handshakeDatagramsAfterConnected ?? 0
+        return statistics
     }
 
     // MARK: Internals
@@ -703,6 +714,7 @@ public actor CallSession {
                 throw TetherError(code: .srtpSetupFailed, isTerminal: false, canRetry: false, message: "\(error)", cause: error)
             }
             try installMedia(result, ourKey: ourKey, theirKey: theirKey)
+            statisticsContext.withLock { $0.keying = "SDES" }
         case let .dtls(role, remoteFingerprint):
             let keying: DTLSKeying
             do throws(DTLSError) {
@@ -711,7 +723,11 @@ public actor CallSession {
                 throw TetherError(code: .srtpSetupFailed, isTerminal: false, canRetry: false, message: "\(error)", cause: error)
             }
             dtls = keying
-            statisticsContext.withLock { $0.payloadType = Int(result.opusPayloadType) }
+            statisticsContext.withLock {
+                $0.payloadType = Int(result.opusPayloadType)
+                $0.keying = "DTLS-SRTP"
+                $0.dtls = keying.connection
+            }
             let limit = configuration.connectTimeoutSeconds
             timers.append(
                 Task { [weak self] in
@@ -1260,6 +1276,8 @@ struct StatisticsContext {
     var packetTimeMilliseconds: Int
     var bitrate: Int
     var suite: String
+    var keying = ""
+    var dtls: DTLSConnection?
     var media: MediaLoop?
     var localAddress = ""
     var remoteAddress = ""

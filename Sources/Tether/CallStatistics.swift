@@ -14,6 +14,11 @@ public struct CallStatistics: Sendable, Equatable {
     public var targetBitrateBitsPerSecond: Int
     /// The negotiated SRTP suite.
     public var srtpSuite: String
+    /// How SRTP was keyed: `SDES` or `DTLS-SRTP` (empty before negotiation).
+    public var srtpKeying: String = ""
+    /// With DTLS-SRTP: datagrams carrying handshake records that arrived after the handshake
+    /// (a peer's repeated last flight or a new handshake; ICE restarts add none).
+    public var dtlsHandshakeDatagramsAfterSetUp: Int = 0
 
     // MARK: Sending
     /// RTP packets sent.

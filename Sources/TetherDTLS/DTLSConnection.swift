@@ -1,4 +1,5 @@
 import COpenSSL
+import Synchronization
 import CTetherSystem
 import TetherCore
 import TetherRTP
@@ -51,6 +52,12 @@ public final class DTLSConnection: @unchecked Sendable {
     public private(set) var state: State = .handshaking
     /// The SRTP protection profile the handshake chose, once connected.
     public private(set) var suite: SRTPCryptoSuite?
+    /// Datagrams with handshake records (content type 22) that arrived after the handshake
+    /// finished: a peer sending its last flight again, or trying a new handshake. An ICE restart
+    /// that keeps the association adds none.
+    /// Readable from any thread (statistics); relaxed: a counter that guards nothing.
+    public var handshakeDatagramsAfterConnected: Int { handshakeDatagramsCounter.load(ordering: .relaxed) }
+    private let handshakeDatagramsCounter = Atomic<Int>(0)
 
     private let context: OpaquePointer  // SSL_CTX *
     private let ssl: OpaquePointer  // SSL *
@@ -112,6 +119,7 @@ public final class DTLSConnection: @unchecked Sendable {
         }
         started = true
         guard datagram.count > 0 else { return Output() }
+        if state == .connected && datagram[0] == 22 { handshakeDatagramsCounter.add(1, ordering: .relaxed) }
         _ = BIO_write(inbound, datagram.baseAddress, Int32(datagram.count))
         return advance()
     }

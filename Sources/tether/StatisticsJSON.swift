@@ -5,7 +5,8 @@ enum StatisticsJSON {
     static func object(_ s: CallStatistics) -> [String: Any] {
         var o: [String: Any] = [
             "type": "statistics", "codec": s.codec, "payloadType": s.payloadType, "packetTimeMs": s.packetTimeMilliseconds,
-            "targetBitrate": s.targetBitrateBitsPerSecond, "srtpSuite": s.srtpSuite,
+            "targetBitrate": s.targetBitrateBitsPerSecond, "srtpSuite": s.srtpSuite, "srtpKeying": s.srtpKeying,
+            "dtlsHandshakeDatagramsAfterSetUp": s.dtlsHandshakeDatagramsAfterSetUp,
             "packetsSent": s.packetsSent, "bytesSent": s.bytesSent, "packetsReceived": s.packetsReceived,
             "bytesReceived": s.bytesReceived, "packetsLost": s.packetsLost, "fractionLost": s.fractionLost,
             "jitterMs": s.jitterMilliseconds, "remotePacketsLost": s.remotePacketsLost, "remoteFractionLost": s.remoteFractionLost,

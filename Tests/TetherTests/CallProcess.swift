@@ -23,11 +23,19 @@ final class CallProcess: @unchecked Sendable {
         return bundle.appendingPathComponent("tether").path
     }
 
-    init(name: String, namespace: String? = nil, arguments: [String]) throws {
+    /// A process of another program that speaks the same JSON lines (a third-party peer's driver).
+    convenience init(name: String, program: [String]) throws {
+        try self.init(name: name, namespace: nil, arguments: program, executable: true)
+    }
+
+    init(name: String, namespace: String? = nil, arguments: [String], executable: Bool = false) throws {
         // A peer that already exited must not kill the test process with SIGPIPE.
         signal(SIGPIPE, SIG_IGN)
         self.name = name
-        if let namespace {
+        if executable {
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            process.arguments = arguments
+        } else if let namespace {
             process.executableURL = URL(fileURLWithPath: "/usr/sbin/ip")
             process.arguments = ["netns", "exec", namespace, Self.tetherExecutable, "call"] + arguments
         } else {
@@ -66,13 +74,14 @@ final class CallProcess: @unchecked Sendable {
     }
 
     /// Sends every line this process prints to `peer`'s standard input (the signaling relay).
-    func relayLines(to peer: CallProcess) {
+    /// `rewrite` changes each line on its way (a test playing a peer that hides its addresses).
+    func relayLines(to peer: CallProcess, rewrite: (@Sendable (String) -> String)? = nil) {
         // Lines printed before the relay was set up are delivered first, in order.
         let earlier = lines.withLock { entries in
-            forward.withLock { $0 = { [weak peer] line in peer?.send(line) } }
+            forward.withLock { $0 = { [weak peer] line in peer?.send(rewrite?(line) ?? line) } }
             return entries.map(\.line)
         }
-        for line in earlier { peer.send(line) }
+        for line in earlier { peer.send(rewrite?(line) ?? line) }
     }
 
     func send(_ line: String) {

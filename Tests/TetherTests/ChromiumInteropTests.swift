@@ -1,0 +1,147 @@
+import Foundation
+import Testing
+import TetherAudio
+
+/// `tether call` against a real headless Chromium (Debian's `chromium`, driven through the
+/// DevTools protocol by scripts/interop/chromium-peer.py): DTLS-SRTP both ways, a tone each way
+/// verified by its frequency at both ends, ICE restarts from either side that keep the DTLS
+/// association.
+@Suite("Chromium interop (DTLS-SRTP)", .serialized, .enabled(if: chromiumAvailable, "needs Debian's chromium (scripts/setup-debian.sh installs it) and python3"))
+struct ChromiumInteropTests {
+    static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().appendingPathComponent("scripts/interop/chromium-peer.py").path
+
+    /// A 1 kHz tone for Chromium's fake microphone.
+    static func toneFile(_ dir: String) throws -> String {
+        let path = dir + "/chromium-mic.wav"
+        let samples = (0..<(48_000 * 10)).map { Int16(9000 * sin(2 * Double.pi * 1000 * Double($0) / 48_000)) }
+        try WAVFile.write(samples: samples, sampleRateHertz: 48_000, to: path)
+        return path
+    }
+
+    func report(_ chromium: CallProcess) async -> [String: Any]? {
+        let before = chromium.objects.count
+        chromium.send("report")
+        for _ in 0..<500 {
+            if let r = chromium.objects.dropFirst(before).last(where: { $0.object["type"] as? String == "report" }) { return r.object }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        return nil
+    }
+
+    func lastStatistics(_ p: CallProcess) -> [String: Any]? {
+        p.objects.last { $0.object["type"] as? String == "statistics" }?.object
+    }
+
+    @Test(arguments: ["offer", "answer"])
+    func aCallWithChromiumCarriesATuneEachWayAndSurvivesRestartsFromBothSides(tetherRole: String) async throws {
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let received = dir + "/tether-received.wav"
+        let tether = try CallProcess(
+            name: "tether",
+            arguments: ["--role", tetherRole, "--keying", "dtls", "--local-address", "127.0.0.1", "--input", "tone:660",
+                        "--output", "wav:" + received, "--statistics-interval", "0.5"])
+        let chromium = try CallProcess(
+            name: "chromium",
+            program: ["python3", Self.script, "--role", tetherRole == "offer" ? "answer" : "offer", "--audio", try Self.toneFile(dir)])
+        tether.relayLines(to: chromium)
+        chromium.relayLines(to: tether)
+        #expect(await tether.waitFor(state: "established", timeoutSeconds: 30) != nil)
+        #expect(await chromium.waitFor(state: "connected", timeoutSeconds: 30) != nil)
+        try await Task.sleep(for: .seconds(2))
+
+        let first = try #require(await report(chromium))
+        #expect(first["dtlsState"] as? String == "connected")
+        #expect(first["tlsVersion"] as? String == "FEFD")  // DTLS 1.2: Chromium fell back from 1.3
+        // What Chromium hears is Tether's 660 Hz (an FFT bin is 2.9 Hz wide).
+        #expect(abs((first["receivedPeakHertz"] as? Double ?? 0) - 660) < 6)
+        #expect((first["packetsReceived"] as? Int ?? 0) > 50)
+
+        // A restart from Chromium (pc.restartIce()), then one from Tether (fresh candidates).
+        for (who, command) in [(chromium, "restart"), (tether, "renew")] {
+            let answersBefore = (who === chromium ? tether : chromium).objects.filter {
+                $0.object["type"] as? String == "answer" && $0.object["restart"] as? Bool == true
+            }.count
+            let packetsBefore = (await report(chromium))?["packetsReceived"] as? Int ?? 0
+            who.send(command)
+            let answered = await waitUntil(timeoutSeconds: 15) {
+                (who === chromium ? tether : chromium).objects.filter {
+                    $0.object["type"] as? String == "answer" && $0.object["restart"] as? Bool == true
+                }.count > answersBefore
+            }
+            #expect(answered, "the \(command) was answered")
+            try await Task.sleep(for: .seconds(2))
+            let after = try #require(await report(chromium))
+            #expect(after["dtlsState"] as? String == "connected")
+            #expect(after["connectionState"] as? String == "connected")
+            #expect((after["packetsReceived"] as? Int ?? 0) > packetsBefore + 50, "media flows after the \(command)")
+        }
+        let stats = try #require(lastStatistics(tether))
+        #expect(stats["srtpKeying"] as? String == "DTLS-SRTP")
+        // No new handshake for either restart.
+        #expect(stats["dtlsHandshakeDatagramsAfterSetUp"] as? Int == 0)
+        #expect(tether.states.filter { $0 == "established" }.count >= 1)
+        #expect(!tether.states.contains("mediaDisrupted"))
+
+        chromium.send("hangup")
+        // Chromium's pc.close() sends close_notify: Tether ends as a remote hang-up.
+        #expect(await tether.waitForExit(timeoutSeconds: 10) == 0)
+        let ended = tether.objects.last { $0.object["type"] as? String == "state" }?.object
+        #expect(ended?["cause"] as? String == "remote hang-up")
+        _ = await chromium.waitForExit(timeoutSeconds: 10)
+
+        // What Tether heard is Chromium's 1 kHz.
+        let samples = try WAVFile.read(path: received).samples
+        #expect(samples.count > 48_000 * 3)
+        let hertz = ToneAnalysis.dominantFrequencyHertz(samples.suffix(48_000), sampleRateHertz: 48_000)
+        #expect(abs((hertz ?? 0) - 1000) < 2)
+    }
+
+    /// Browsers hide host addresses behind mDNS names (RFC 8828) that nothing here resolves. The
+    /// relay rewrites every Chromium candidate's address into such a name: Tether must reach
+    /// Chromium through the peer-reflexive candidates its checks create.
+    @Test(arguments: ["offer", "answer"])
+    func aChromiumThatHidesItsAddressesBehindMDNSNamesIsReachedAnyway(tetherRole: String) async throws {
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let tether = try CallProcess(
+            name: "tether",
+            arguments: ["--role", tetherRole, "--keying", "dtls", "--local-address", "127.0.0.1", "--statistics-interval", "0.5"])
+        let chromium = try CallProcess(
+            name: "chromium",
+            program: ["python3", Self.script, "--role", tetherRole == "offer" ? "answer" : "offer", "--audio", try Self.toneFile(dir)])
+        tether.relayLines(to: chromium)
+        chromium.relayLines(to: tether, rewrite: Self.hidingAddresses)
+        #expect(await tether.waitFor(state: "established", timeoutSeconds: 30) != nil)
+        let pair = tether.objects.last { $0.object["type"] as? String == "pair" }?.object
+        #expect(pair?["remoteType"] as? String == "prflx")
+        try await Task.sleep(for: .seconds(1))
+        let r = try #require(await report(chromium))
+        #expect(r["dtlsState"] as? String == "connected")
+        #expect((r["packetsReceived"] as? Int ?? 0) > 25)
+        tether.send("hangup")
+        #expect(await tether.waitForExit(timeoutSeconds: 10) == 0)
+        chromium.send("hangup")
+        _ = await chromium.waitForExit(timeoutSeconds: 10)
+    }
+
+    /// Rewrites the address of every `a=candidate` in an offer or answer line into an mDNS name.
+    static let hidingAddresses: @Sendable (String) -> String = { line in
+        guard let data = line.data(using: .utf8), var object = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
+            let sdp = object["sdp"] as? String
+        else { return line }
+        object["sdp"] = sdp.components(separatedBy: "\r\n").map { sdpLine -> String in
+            guard sdpLine.hasPrefix("a=candidate:") else { return sdpLine }
+            var fields = sdpLine.split(separator: " ", omittingEmptySubsequences: false).map(String.init)
+            if fields.count > 4 { fields[4] = UUID().uuidString.lowercased() + ".local" }
+            return fields.joined(separator: " ")
+        }.joined(separator: "\r\n")
+        guard let rewritten = try? JSONSerialization.data(withJSONObject: object) else { return line }
+        return String(decoding: rewritten, as: UTF8.self)
+    }
+}
+
+/// Whether Debian's Chromium and a python3 are installed here.
+let chromiumAvailable =
+    FileManager.default.isExecutableFile(atPath: "/usr/lib/chromium/chromium") && FileManager.default.isExecutableFile(atPath: "/usr/bin/python3")
