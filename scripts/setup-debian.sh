@@ -22,28 +22,35 @@ for p in "${PACKAGES[@]}"; do
     fi
 done
 
-if ((${#missing[@]} == 0)); then
-    exit 0
+if ((${#missing[@]} > 0)); then
+    SUDO=""
+    if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
+    export DEBIAN_FRONTEND=noninteractive
+    LOG="${TETHER_SETUP_LOG:-${TMPDIR:-/tmp}/tether-setup-apt.log}"
+    : >"$LOG"
+
+    step() {
+        local what="$1"
+        shift
+        echo "setup: $what" >&2
+        if ! "$@" >>"$LOG" 2>&1; then
+            echo "setup: failed: $what (apt's log, $LOG):" >&2
+            tail -n 60 "$LOG" >&2
+            exit 1
+        fi
+    }
+
+    step "updating the package lists" $SUDO apt-get update -q
+    step "installing ${missing[*]}" $SUDO apt-get install -y -q --no-install-recommends \
+        -o Dpkg::Use-Pty=0 "${missing[@]}"
+    echo "setup: done (apt's log: $LOG)" >&2
 fi
 
-SUDO=""
-if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
-export DEBIAN_FRONTEND=noninteractive
-LOG="${TETHER_SETUP_LOG:-${TMPDIR:-/tmp}/tether-setup-apt.log}"
-: >"$LOG"
-
-step() {
-    local what="$1"
-    shift
-    echo "setup: $what" >&2
-    if ! "$@" >>"$LOG" 2>&1; then
-        echo "setup: failed: $what (apt's log, $LOG):" >&2
-        tail -n 60 "$LOG" >&2
+# aiortc (PyPI), a second DTLS-SRTP peer for the interop tests, for the python3 on PATH.
+if ! python3 -c "import aiortc" >/dev/null 2>&1; then
+    echo "setup: installing aiortc (PyPI)" >&2
+    if ! python3 -m pip install --quiet --disable-pip-version-check "aiortc>=1.9,<2" >>"${TETHER_SETUP_LOG:-${TMPDIR:-/tmp}/tether-setup-pip.log}" 2>&1; then
+        echo "setup: failed: pip install aiortc (log: ${TETHER_SETUP_LOG:-${TMPDIR:-/tmp}/tether-setup-pip.log})" >&2
         exit 1
     fi
-}
-
-step "updating the package lists" $SUDO apt-get update -q
-step "installing ${missing[*]}" $SUDO apt-get install -y -q --no-install-recommends \
-    -o Dpkg::Use-Pty=0 "${missing[@]}"
-echo "setup: done (apt's log: $LOG)" >&2
+fi
