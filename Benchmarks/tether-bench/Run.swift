@@ -89,6 +89,17 @@ struct RunBench: AsyncParsableCommand {
             table.append(("largest clean step", String(format: "%d calls (%d endpoints), %.2f cores", last.calls, last.endpoints, last.coresUsed), ""))
         }
 
+        // 4b. Call set-up, SDES against DTLS-SRTP.
+        progress("call set-up: SDES and DTLS-SRTP, \(quick ? 5 : 20) calls each…")
+        let sdesSetUp = try await SetUpBench.measure(keying: .sdes, calls: quick ? 5 : 20)
+        let dtlsSetUp = try await SetUpBench.measure(keying: .dtls, calls: quick ? 5 : 20)
+        figures["callSetUp"] = ["sdes": sdesSetUp.dictionary, "dtls": dtlsSetUp.dictionary]
+        for f in [sdesSetUp, dtlsSetUp] {
+            table.append((
+                "call set-up, offer → established (\(f.keying == .sdes ? "SDES" : "DTLS-SRTP")) median [min–max]",
+                String(format: "%.1f ms [%.1f–%.1f]", f.median, f.minimum, f.maximum), "(reported)"))
+        }
+
         // 5. Recovery.
         progress("recovery: 1.5 s outage…")
         let short = try await CallsBench.recovery(outageSeconds: 1.5, restore: true)
