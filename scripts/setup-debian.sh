@@ -13,6 +13,7 @@ PACKAGES=(
     sox                                                                 # audio checks in tests and tools
     iproute2 nftables conntrack coturn                                  # fault matrix: namespaces, drops, NAT, TURN
     chromium                                                            # a real WebRTC peer for the DTLS-SRTP interop tests
+    baresip-core                                                        # a real SIP softphone (SDES-SRTP) for the interop tests
 )
 
 missing=()
