@@ -14,6 +14,8 @@ PACKAGES=(
     iproute2 nftables conntrack coturn                                  # fault matrix: namespaces, drops, NAT, TURN
     chromium                                                            # a real WebRTC peer for the DTLS-SRTP interop tests
     baresip-core                                                        # a real SIP softphone (SDES-SRTP) for the interop tests
+    python3-gi gir1.2-gstreamer-1.0 gir1.2-nice-0.1 gstreamer1.0-nice       # GStreamer + libnice peer (SDES-SRTP) for the interop tests
+    gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-plugins-bad
 )
 
 missing=()
