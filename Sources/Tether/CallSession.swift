@@ -83,6 +83,12 @@ public actor CallSession {
     private var restartsAnswered = 0
     /// DTLS-SRTP keying: the association (one per call; ICE restarts keep it) and its timers.
     private var dtls: DTLSKeying?
+    /// The re-gathering under way, shared by every caller that needs fresh candidates meanwhile.
+    private var regatherInFlight: RegatherJob?
+    private var regatherSerial = 0
+    /// Callers waiting on a job (by job id), then holding its stream (by regather token).
+    private var pendingRegatherClaims: [Int: Int] = [:]
+    private var regatherClaims: [UInt64: Int] = [:]
 
     /// A further stream of the call's events, from now on (for a second observer such as a UI
     /// next to the signaling bridge). Finishes after the `ended` state change.
@@ -661,7 +667,32 @@ public actor CallSession {
 
     /// Gathers candidates again on a fresh ICE stream (after a local network change); the old
     /// pair keeps carrying media until the new stream works. Nil when nothing was found.
+    ///
+    /// One re-gathering at a time: a caller that comes while one runs (the peer's restart offer
+    /// arriving while our own attempt gathers, as when both sides' networks change at once)
+    /// shares it. Two would race: the first stream's candidates could reach the second caller
+    /// after the second stream had replaced (and removed) the first, and a description would
+    /// name a port nobody listens on. Each caller holds a claim on the result; the stream is
+    /// given up only when every claimant has abandoned it.
     private func regatherCandidates() async -> (candidates: [String]?, token: UInt64) {
+        let job: RegatherJob
+        if let running = regatherInFlight {
+            job = running
+        } else {
+            regatherSerial += 1
+            let id = regatherSerial
+            job = RegatherJob(id: id, task: Task { await self.gatherOnFreshStream() })
+            regatherInFlight = job
+        }
+        pendingRegatherClaims[job.id, default: 0] += 1
+        let result = await job.task.value
+        if regatherInFlight?.id == job.id { regatherInFlight = nil }
+        // The first caller to resume moves every claim on this job onto its stream's token.
+        if let claims = pendingRegatherClaims.removeValue(forKey: job.id) { regatherClaims[result.token, default: 0] += claims }
+        return result
+    }
+
+    private func gatherOnFreshStream() async -> (candidates: [String]?, token: UInt64) {
         gathered = nil
         let token = transport?.regather() ?? 0
         let fresh = await awaitGathering()
@@ -669,8 +700,15 @@ public actor CallSession {
     }
 
     /// A re-gathered stream whose candidates go nowhere (see `ICETransport.abandonRegather`):
-    /// dropped, with its TURN allocation; the media stream's candidates are ours again.
+    /// dropped, with its TURN allocation, once no other caller holds it; the media stream's
+    /// candidates are ours again.
     private func abandonRegather(_ token: UInt64) {
+        let claims = regatherClaims[token] ?? 1
+        guard claims <= 1 else {
+            regatherClaims[token] = claims - 1
+            return
+        }
+        regatherClaims[token] = nil
         guard let transport else { return }
         transport.abandonRegather(token)
         gathered = transport.localCandidates()
@@ -1264,6 +1302,12 @@ public actor CallSession {
 }
 
 /// Events from the GLib and media threads, serialised onto the session.
+/// One re-gathering on a fresh ICE stream, awaited by every caller that needs it.
+struct RegatherJob {
+    let id: Int
+    let task: Task<(candidates: [String]?, token: UInt64), Never>
+}
+
 enum InternalEvent: Sendable {
     case ice(ICETransportEvent)
     case media(MediaNotification)

@@ -385,9 +385,11 @@ final class RelayCore: Sendable {
     }
 
     private func send(direction: RelayDirection, destination: UDPRelayEndpoint, bytes: UnsafeRawBufferPointer) {
+        // Stamped before the send: a receiver on the other core may read and stamp the datagram
+        // before `sendto` returns here, and "forwarded" must never come after "arrived".
+        let sentAt = CTetherNet_monotonic_nanoseconds()
         let sent = CTetherNet_udp4_send(
             egressSocket(direction), bytes.baseAddress, bytes.count, destination.address, destination.port)
-        let sentAt = CTetherNet_monotonic_nanoseconds()
         state.withLock { state in
             if sent < 0 {
                 state.statistics[direction].sendErrors += 1
