@@ -277,6 +277,28 @@ struct ReconnectStateMachineSimulationTests {
         ])
     }
 
+    /// Both sides' networks change at once (an interface switch): our re-gathering attempt is
+    /// under way when the controlling peer's offer comes. We yield, and the answer must carry the
+    /// re-gathering (answering from the old stream would name the addresses the switch took
+    /// away, and every later answer would repeat them). Once an attempt of ours was answered,
+    /// a later peer offer answers at once.
+    @Test func aPeerOfferDuringOurRegatheringAttemptIsAnsweredWithRegathering() {
+        var machine = ReconnectStateMachine(policy: twoSecondRenewal, glareRole: .yieldsToPeer)
+        _ = machine.handle(.mediaStarted, now: reconnectInstant(0))
+        _ = machine.handle(.inboundPacket, now: reconnectInstant(10))
+        _ = machine.handle(.mediaDecoded, now: reconnectInstant(20))
+        #expect(machine.handle(.localNetworkChanged, now: reconnectInstant(1_000)) == [
+            .changeState(to: .renewingMedia), .restartICE(attempt: 1, regatherCandidates: true),
+        ])
+        #expect(machine.handle(.peerRenewalOffer, now: reconnectInstant(1_001)) == [
+            .abandonAttempt(attempt: 1), .answerRenewalOffer(regatherCandidates: true),
+        ])
+        // The answered attempt (2) gathered already: the peer's next offer is answered at once.
+        #expect(machine.handle(.peerRenewalOffer, now: reconnectInstant(8_000)) == [
+            .abandonAttempt(attempt: 2), .answerRenewalOffer(regatherCandidates: false),
+        ])
+    }
+
     @Test func localNetworkChangeWhileConnectingMakesTheNextAnswerRegather() {
         var machine = ReconnectStateMachine(policy: twoSecondRenewal, glareRole: .yieldsToPeer)
         #expect(machine.handle(.mediaStarted, now: reconnectInstant(0)) == [.changeState(to: .connecting)])
@@ -541,10 +563,12 @@ struct ReconnectStateMachineInputTests {
             .abandonAttempt(attempt: 1), .answerRenewalOffer(regatherCandidates: false),
         ])
 
+        // The callee yields; its own attempt re-gathered for its network change, so the answer
+        // re-gathers too (it shares a gathering still under way).
         var callee = establishedMachine(glareRole: .yieldsToPeer)
         _ = callee.handle(.localNetworkChanged, now: reconnectInstant(500))
         #expect(callee.handle(.peerRenewalOffer, now: reconnectInstant(550)) == [
-            .abandonAttempt(attempt: 1), .answerRenewalOffer(regatherCandidates: false),
+            .abandonAttempt(attempt: 1), .answerRenewalOffer(regatherCandidates: true),
         ])
         #expect(callee.handle(.renewalAnswered(attempt: 1), now: reconnectInstant(600)) == [.discardRenewalAnswer(attempt: 1)])
         // Attempt 2 (the answered peer offer) times out 6 s after 550 ms.

@@ -82,7 +82,7 @@
 /// | mediaDisrupted, waiting for a network | renewal delay, iceFailed | mediaDisrupted | — (nothing to renew on) |
 /// | idle, connecting | localNetworkLost | (same) | — (re-gather on the next renewal or answer) |
 /// | renewingMedia | peerRenewalOffer colliding with our unanswered offer, keepsOwnOffer | renewingMedia | declineRenewalOffer |
-/// | renewingMedia | peerRenewalOffer otherwise | renewingMedia | abandonAttempt(k) if in flight, answerRenewalOffer (attempt k+1) |
+/// | renewingMedia | peerRenewalOffer otherwise | renewingMedia | abandonAttempt(k) if in flight, answerRenewalOffer (attempt k+1; regather when k was our unanswered re-gathering attempt) |
 /// | any but ended | renewalAnswered(k), k = our latest unanswered offer | (same) | applyRenewalAnswer(k) |
 /// | any but ended | renewalAnswered(k), otherwise | (same) | discardRenewalAnswer(k) |
 /// | any but ended | hangUp | ended(localHangup) | changeState (record: hungUpDuring if disrupted) |
@@ -110,6 +110,8 @@ public struct ReconnectStateMachine: Sendable {
         var deadline: MonotonicInstant?
         var offeredByUs: Bool
         var answered = false
+        /// The attempt gathers fresh candidates (a network change of ours, or a later offer).
+        var regathers = false
     }
 
     private struct Disruption {
@@ -348,6 +350,8 @@ public struct ReconnectStateMachine: Sendable {
         // the peer changed, and answering at once restores sooner.
         let regatherCandidates = regather || regatherPending || (byUs && current.attempts > 1)
         regatherPending = false
+        current.attempt?.regathers = regatherCandidates
+        disruption = current
         if byUs {
             awaitedAnswerAttempt = current.attempts
             actions.append(.restartICE(attempt: current.attempts, regatherCandidates: regatherCandidates))
@@ -466,8 +470,12 @@ public struct ReconnectStateMachine: Sendable {
                 actions.append(.declineRenewalOffer)
                 return
             }
+            // An attempt of ours that was re-gathering for a network change of ours, and whose
+            // candidates never reached the peer, hands that need to the answer: answering from
+            // the old stream would offer addresses the change took away.
+            let carriesRegather = disruption?.attempt.map { $0.regathers && $0.offeredByUs && !$0.answered } ?? false
             if let attempt = disruption?.attempt { actions.append(.abandonAttempt(attempt: attempt.number)) }
-            startAttempt(at: now, byUs: false, regather: false, &actions)
+            startAttempt(at: now, byUs: false, regather: carriesRegather, &actions)
         }
     }
 
