@@ -68,6 +68,10 @@ public struct CallConfiguration: Sendable {
     /// answer picks). Answers follow the offer, whichever keying it uses.
     public var keying: Keying = .sdes
 
+    /// The DTLS certificate of this call; nil: the process's own (made once, as browsers do).
+    /// A device that keeps its identity across restarts passes a stored one.
+    public var dtlsCertificate: DTLSCertificate?
+
     /// How offers key SRTP.
     public enum Keying: String, Sendable, CaseIterable {
         /// SDES (RFC 4568): keys in the descriptions.

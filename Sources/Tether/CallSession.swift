@@ -83,6 +83,7 @@ public actor CallSession {
     private var restartsAnswered = 0
     /// DTLS-SRTP keying: the association (one per call; ICE restarts keep it) and its timers.
     private var dtls: DTLSKeying?
+    private var dtlsHandshakes = 0
     /// The re-gathering under way, shared by every caller that needs fresh candidates meanwhile.
     private var regatherInFlight: RegatherJob?
     private var regatherSerial = 0
@@ -289,7 +290,7 @@ public actor CallSession {
         } catch {
             throw Self.negotiationError(error)
         }
-        try Self.checkKeysKept(current: current, new: result)
+        try rekeyIfNeeded(current: current, new: result)
         if let attempt = offeredAttempt, var m = machine {
             let actions = m.handle(.renewalAnswered(attempt: attempt), now: instantNow())
             machine = m
@@ -368,7 +369,7 @@ public actor CallSession {
         } catch {
             throw Self.negotiationError(error)
         }
-        try Self.checkKeysKept(current: current, new: result)
+        try rekeyIfNeeded(current: current, new: result)
         if isICERestart {
             try Self.applyRemoteICE(result, to: transport, describing: "restart offer")
             restartsAnswered += 1
@@ -402,28 +403,68 @@ public actor CallSession {
         candidates.filter { $0.transport.isUDP && $0.addressKind != .hostname }.map { $0.serialized() }
     }
 
-    /// SRTP state is kept across renegotiations: the same keys both ways, or the same DTLS
-    /// association (roles and the peer's certificate unchanged: no new handshake).
-    private static func checkKeysKept(current: NegotiatedAudio, new: NegotiatedAudio) throws(TetherError) {
-        if case let .dtls(role, fingerprint) = current.keying {
-            guard case let .dtls(newRole, newFingerprint) = new.keying,
-                DTLSNegotiation.keepsAssociation(
-                    currentRole: role, currentFingerprint: fingerprint,
-                    role: newRole, remoteFingerprints: [newFingerprint])
-            else {
+    /// A renegotiation keeps SRTP as it is when the SDES keys, or the DTLS association (roles and
+    /// the peer's certificate: an ICE restart), are unchanged. Otherwise the call is re-keyed
+    /// (RFC 8842 §5.2: a new fingerprint means a new association, as when a call is handed to
+    /// another device): new SDES keys take effect at once; a new DTLS handshake runs while media
+    /// keeps the old keys, and its keys replace them when it finishes.
+    private func rekeyIfNeeded(current: NegotiatedAudio, new: NegotiatedAudio) throws(TetherError) {
+        switch (current.keying, new.keying) {
+        case let (.dtls(role, fingerprint), .dtls(newRole, newFingerprint))
+        where DTLSNegotiation.keepsAssociation(
+            currentRole: role, currentFingerprint: fingerprint, role: newRole, remoteFingerprints: [newFingerprint]):
+            return
+        case let (.sdes(suite, local, remote), .sdes(newSuite, newLocal, newRemote))
+        where suite == newSuite && local.keyAndSalt == newLocal.keyAndSalt && remote.keyAndSalt == newRemote.keyAndSalt:
+            return
+        case let (_, .sdes(newSuite, newLocal, newRemote)):
+            guard let suite = SRTPSuite(rawValue: newSuite.name) else {
                 throw TetherError(
                     code: .incompatibleSessionDescription, isTerminal: false, canRetry: false,
-                    message: "a renegotiation changed the DTLS roles or the peer's certificate; Tether keeps the DTLS association across restarts (no new handshake)")
+                    message: "renegotiated SRTP suite \(newSuite.name) has no local key")
             }
-            return
+            do throws(SRTPError) {
+                let outbound = try SRTPContext(direction: .outbound, key: try SRTPKeyMaterial(suite: suite, keyAndSalt: newLocal.keyAndSalt))
+                let inbound = try SRTPContext(direction: .inbound, key: try SRTPKeyMaterial(suite: suite, keyAndSalt: newRemote.keyAndSalt))
+                media?.replaceKeys(outbound: outbound, inbound: inbound)
+            } catch {
+                throw TetherError(code: .srtpSetupFailed, isTerminal: false, canRetry: false, message: "\(error)", cause: error)
+            }
+            dtls?.retransmission?.cancel()
+            dtls = nil
+            statisticsContext.withLock {
+                $0.keying = "SDES"
+                $0.suite = suite.rawValue
+                $0.dtls = nil
+            }
+        case let (_, .dtls(newRole, newFingerprint)):
+            dtls?.retransmission?.cancel()
+            try startDTLS(role: newRole, remoteFingerprint: newFingerprint)
+            startDTLSIfClient()
         }
-        guard new.cryptoSuite == current.cryptoSuite, new.remoteCrypto?.keyAndSalt == current.remoteCrypto?.keyAndSalt,
-            new.localCrypto?.keyAndSalt == current.localCrypto?.keyAndSalt
-        else {
-            throw TetherError(
-                code: .incompatibleSessionDescription, isTerminal: false, canRetry: false,
-                message: "a renegotiation changed the SRTP keys or suite; Tether keeps SRTP state across restarts (no re-keying)")
+    }
+
+    /// A new DTLS association in `role` with the peer whose certificate has `remoteFingerprint`,
+    /// bounded by the set-up time; its keys start the media loop, or replace the running one's.
+    private func startDTLS(role: DTLSRole, remoteFingerprint: DTLSFingerprint) throws(TetherError) {
+        let keying: DTLSKeying
+        do throws(DTLSError) {
+            keying = try DTLSKeying(
+                role: role, remoteFingerprint: remoteFingerprint, certificate: dtlsCertificate())
+        } catch {
+            throw TetherError(code: .srtpSetupFailed, isTerminal: false, canRetry: false, message: "\(error)", cause: error)
         }
+        dtls = keying
+        statisticsContext.withLock {
+            $0.keying = "DTLS-SRTP"
+            $0.dtls = keying.connection
+        }
+        let limit = configuration.connectTimeoutSeconds
+        timers.append(
+            Task { [weak self, id = ObjectIdentifier(keying)] in
+                guard (try? await Task.sleep(for: .seconds(limit))) != nil else { return }
+                await self?.dtlsHandshakeTimedOut(id, after: limit)
+            })
     }
 
     /// Takes a renegotiated description's direction and credentials as current.
@@ -597,10 +638,16 @@ public actor CallSession {
         return out
     }
 
-    /// Our DTLS side for a first negotiation: the process certificate's fingerprint.
+    /// The configured DTLS certificate, else the process's.
+    private func dtlsCertificate() throws(DTLSError) -> DTLSCertificate {
+        if let certificate = configuration.dtlsCertificate { return certificate }
+        return try DTLSCertificate.shared()
+    }
+
+    /// Our DTLS side for a first negotiation: our certificate's fingerprint.
     private func localDTLS() throws(TetherError) -> LocalDTLSParameters {
         do throws(DTLSError) {
-            return LocalDTLSParameters(fingerprint: try DTLSCertificate.shared().fingerprint)
+            return LocalDTLSParameters(fingerprint: try dtlsCertificate().fingerprint)
         } catch {
             throw TetherError(code: .srtpSetupFailed, isTerminal: false, canRetry: false, message: "\(error)", cause: error)
         }
@@ -754,24 +801,8 @@ public actor CallSession {
             try installMedia(result, ourKey: ourKey, theirKey: theirKey)
             statisticsContext.withLock { $0.keying = "SDES" }
         case let .dtls(role, remoteFingerprint):
-            let keying: DTLSKeying
-            do throws(DTLSError) {
-                keying = try DTLSKeying(role: role, remoteFingerprint: remoteFingerprint)
-            } catch {
-                throw TetherError(code: .srtpSetupFailed, isTerminal: false, canRetry: false, message: "\(error)", cause: error)
-            }
-            dtls = keying
-            statisticsContext.withLock {
-                $0.payloadType = Int(result.opusPayloadType)
-                $0.keying = "DTLS-SRTP"
-                $0.dtls = keying.connection
-            }
-            let limit = configuration.connectTimeoutSeconds
-            timers.append(
-                Task { [weak self] in
-                    guard (try? await Task.sleep(for: .seconds(limit))) != nil else { return }
-                    await self?.dtlsHandshakeTimedOut(after: limit)
-                })
+            try startDTLS(role: role, remoteFingerprint: remoteFingerprint)
+            statisticsContext.withLock { $0.payloadType = Int(result.opusPayloadType) }
         }
         negotiated = result
         var m = ReconnectStateMachine(
@@ -880,8 +911,9 @@ public actor CallSession {
         perform(dtls.connection.handleTimer())
     }
 
-    /// DTLS handshakes this call completed (one per association; ICE restarts add none).
-    public var dtlsHandshakesCompleted: Int { dtls?.keys == nil ? 0 : 1 }
+    /// DTLS handshakes this call completed: one per association (ICE restarts add none; a peer
+    /// whose certificate changed, as when the call moves to another device, adds one).
+    public var dtlsHandshakesCompleted: Int { dtlsHandshakes }
 
     /// The client opens the handshake once ICE has a pair to send it on.
     private func startDTLSIfClient() {
@@ -893,6 +925,20 @@ public actor CallSession {
     private func dtlsKeysReady(_ keys: DTLSSRTPKeys) {
         guard let dtls, dtls.keys == nil, let negotiated, !state.isEnded else { return }
         dtls.keys = keys
+        dtlsHandshakes += 1
+        if let media {
+            // A new association of a running call (the peer's certificate changed): its keys
+            // replace the old ones from the media thread's next pass.
+            do throws(SRTPError) {
+                media.replaceKeys(
+                    outbound: try SRTPContext(direction: .outbound, key: keys.local),
+                    inbound: try SRTPContext(direction: .inbound, key: keys.remote))
+                statisticsContext.withLock { $0.suite = keys.suite.rawValue }
+            } catch {
+                end(dueTo: TetherError(code: .srtpSetupFailed, isTerminal: true, canRetry: true, message: "\(error)", cause: error))
+            }
+            return
+        }
         do throws(TetherError) {
             try installMedia(negotiated, ourKey: keys.local, theirKey: keys.remote)
             if startRequested { try startMedia() }
@@ -906,8 +952,8 @@ public actor CallSession {
         finish(CallTerminationReason(cause: .remoteHangup), sendBye: false)
     }
 
-    private func dtlsHandshakeTimedOut(after seconds: Double) {
-        guard let dtls, dtls.keys == nil, !state.isEnded, state != .ending else { return }
+    private func dtlsHandshakeTimedOut(_ keying: ObjectIdentifier, after seconds: Double) {
+        guard let dtls, ObjectIdentifier(dtls) == keying, dtls.keys == nil, !state.isEnded, state != .ending else { return }
         let error = DTLSError.handshakeTimedOut(seconds: seconds)
         end(dueTo: TetherError(code: .dtlsHandshakeFailed, isTerminal: true, canRetry: true, message: "\(error)", cause: error))
     }

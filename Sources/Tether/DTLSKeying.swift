@@ -16,8 +16,7 @@ final class DTLSKeying {
     /// Fires when a flight is due again.
     var retransmission: Task<Void, Never>?
 
-    init(role: DTLSRole, remoteFingerprint: DTLSFingerprint) throws(DTLSError) {
-        let certificate = try DTLSCertificate.shared()
+    init(role: DTLSRole, remoteFingerprint: DTLSFingerprint, certificate: DTLSCertificate) throws(DTLSError) {
         connection = try DTLSConnection(
             role: role == .client ? .client : .server, certificate: certificate, remoteFingerprint: remoteFingerprint)
         self.role = role

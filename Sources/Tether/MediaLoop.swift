@@ -70,6 +70,17 @@ final class MediaLoop: @unchecked Sendable {
     let localSSRC: UInt32
 
     private let setup: Setup
+    /// SRTP both ways: the setup's contexts, replaced between passes when the session re-keys
+    /// (a new DTLS association after the peer's certificate changed, new SDES keys).
+    private var outbound: SRTPContext
+    private var inbound: SRTPContext
+    /// Contexts handed over by `replaceKeys` for the next pass: a retained `SRTPContextPair`, or
+    /// nil. Acquire/release: they are built on the control thread and used on the media thread.
+    private let pendingKeys = Atomic<UnsafeMutableRawPointer?>(nil)
+    /// After a re-key, the first packet that decrypts may come from another source (media thread).
+    private var acceptsNewSource = false
+    /// Packets lost from sources before the current one (media thread).
+    private var lostBeforeSourceChange = 0
     /// The loop's slot on its worker while it runs (control thread only).
     private var slot: Int?
     private let frameSamples: Int
@@ -131,6 +142,8 @@ final class MediaLoop: @unchecked Sendable {
 
     init(_ setup: Setup) {
         self.setup = setup
+        outbound = setup.outbound
+        inbound = setup.inbound
         sendsMedia = Atomic(setup.sendsMedia)
         lossAdaptation = setup.lossAdaptation
         stats.encoderExpectedLossPercent = setup.lossAdaptation.settings.expectedLossPercent
@@ -168,6 +181,7 @@ final class MediaLoop: @unchecked Sendable {
 
     deinit {
         if let slot { setup.worker.unregister(slot: slot) }
+        if let box = pendingKeys.exchange(nil, ordering: .acquiring) { Unmanaged<SRTPContextPair>.fromOpaque(box).release() }
         pcm.deallocate()
         silence.deallocate()
         packet.deallocate()
@@ -235,12 +249,14 @@ final class MediaLoop: @unchecked Sendable {
     /// for the playback device. A worker runs it for all its loops before any encoding, so a long
     /// run of encodes never leaves a playback device without its next frame.
     func receiveAndPlay(now: UInt64) {
+        adoptPendingKeys()
         drainReceived()
         fillPlayback(now: now)
     }
 
     /// The second half of a pass: captured frames encoded and sent, RTCP and statistics.
     func sendAndReport(now: UInt64) {
+        adoptPendingKeys()
         if nextRTCP == 0 { _ = nextDeadline(now: now) }
         sendCaptured(now: now)
         // A report the session asked for (at most one per 200 ms), or the regular one.
@@ -270,6 +286,41 @@ final class MediaLoop: @unchecked Sendable {
     private func drainReceived() {
         while let _ = setup.receiveRing.pop({ buffer, arrival in handleDatagram(buffer, arrivalNanoseconds: arrival) }) {}
         stats.receiveQueueDrops = setup.receiveRing.droppedBecauseFull + setup.receiveRing.droppedBecauseOversize
+    }
+
+    /// Replaces SRTP in both directions from the next pass on (the session re-keyed).
+    /// - Note: Control thread. The media thread takes the contexts over (one retain and release
+    ///   per re-key, never per packet); contexts handed over twice before a pass: the newer wins.
+    func replaceKeys(outbound: SRTPContext, inbound: SRTPContext) {
+        let box = Unmanaged.passRetained(SRTPContextPair(outbound: outbound, inbound: inbound)).toOpaque()
+        if let older = pendingKeys.exchange(box, ordering: .acquiringAndReleasing) {
+            Unmanaged<SRTPContextPair>.fromOpaque(older).release()
+        }
+    }
+
+    /// Takes over contexts `replaceKeys` handed over. A relaxed load per pass while none wait.
+    /// - Note: Media thread only.
+    @inline(__always)
+    private func adoptPendingKeys() {
+        guard pendingKeys.load(ordering: .relaxed) != nil,
+            let box = pendingKeys.exchange(nil, ordering: .acquiringAndReleasing)
+        else { return }
+        let pair = Unmanaged<SRTPContextPair>.fromOpaque(box).takeRetainedValue()
+        outbound = pair.outbound
+        inbound = pair.inbound
+        redundantCopyLength = 0  // protected with the old key
+        acceptsNewSource = true
+    }
+
+    /// The first packet of another source after a re-key (the call moved to another device):
+    /// reception and playout start over for it; loss counted so far is kept.
+    private func switchSource(to ssrc: UInt32) {
+        lostBeforeSourceChange += Int(reception.cumulativeLost)
+        reception = ReceptionStatistics()
+        jitterBuffer.restartStream()
+        remoteSSRC = ssrc
+        lastSenderReportMiddle32 = 0
+        lastSenderReportArrivalNanoseconds = 0
     }
 
     private func handleDatagram(_ buffer: UnsafeMutableRawBufferPointer, arrivalNanoseconds: UInt64) {
@@ -304,7 +355,7 @@ final class MediaLoop: @unchecked Sendable {
         }
         let length: Int
         do throws(SRTPError) {
-            length = try setup.inbound.unprotectRTP(buffer, length: buffer.count)
+            length = try inbound.unprotectRTP(buffer, length: buffer.count)
         } catch {
             countSRTPFailure(error)
             return
@@ -313,6 +364,10 @@ final class MediaLoop: @unchecked Sendable {
         let header: RTPHeader
         do throws(RTPParseError) {
             header = try RTPHeader.parse(plain)
+            if acceptsNewSource {
+                acceptsNewSource = false
+                if let current = remoteSSRC, header.ssrc != current { switchSource(to: header.ssrc) }
+            }
             try header.validate(expectedPayloadType: setup.payloadType, expectedSSRC: remoteSSRC)
         } catch {
             stats.malformedPackets += 1
@@ -340,7 +395,7 @@ final class MediaLoop: @unchecked Sendable {
     private func handleRTCP(_ buffer: UnsafeMutableRawBufferPointer, arrivalNanoseconds: UInt64) {
         let length: Int
         do throws(SRTPError) {
-            length = try setup.inbound.unprotectRTCP(buffer, length: buffer.count)
+            length = try inbound.unprotectRTCP(buffer, length: buffer.count)
         } catch {
             countSRTPFailure(error)
             return
@@ -499,7 +554,7 @@ final class MediaLoop: @unchecked Sendable {
         lastFrameWasDTX = false
         var length = header + payloadBytes
         do throws(SRTPError) {
-            length = try setup.outbound.protectRTP(packet, length: length)
+            length = try outbound.protectRTP(packet, length: length)
         } catch {
             localSendFailures += 1
             return
@@ -575,7 +630,7 @@ final class MediaLoop: @unchecked Sendable {
         }
         lastReportAtNanoseconds = now
         do throws(SRTPError) {
-            let protected = try setup.outbound.protectRTCP(rtcpBuffer, length: length)
+            let protected = try outbound.protectRTCP(rtcpBuffer, length: length)
             if setup.transport.send(UnsafeRawBufferPointer(rebasing: rtcpBuffer[0..<protected]), kind: .rtcp) == .sent {
                 directRTCPPackets += 1
             }
@@ -707,7 +762,7 @@ final class MediaLoop: @unchecked Sendable {
     /// Publishes the counters for `statistics()` readers.
     func publish() {
         refreshSentCounts()
-        stats.packetsLost = Int(reception.cumulativeLost)
+        stats.packetsLost = lostBeforeSourceChange + Int(reception.cumulativeLost)
         stats.jitterMilliseconds = Double(reception.interarrivalJitter) / 48
         stats.sendFailures = localSendFailures + setup.transport.sendFailureCount + setup.transport.sendQueueDropCount
         let jb = jitterBuffer.statistics
@@ -715,5 +770,15 @@ final class MediaLoop: @unchecked Sendable {
         stats.jitterBufferTargetMilliseconds = Double(jb.targetDelayMilliseconds)
         stats.framesDroppedForDelay = jb.driftDrops
         counters.write(stats)
+    }
+}
+
+/// SRTP contexts handed from the session to the media thread together.
+final class SRTPContextPair {
+    let outbound: SRTPContext
+    let inbound: SRTPContext
+    init(outbound: SRTPContext, inbound: SRTPContext) {
+        self.outbound = outbound
+        self.inbound = inbound
     }
 }

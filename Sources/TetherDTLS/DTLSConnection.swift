@@ -65,6 +65,7 @@ public final class DTLSConnection: @unchecked Sendable {
     private let inbound: OpaquePointer  // BIO * owned by ssl
     private let certificate: DTLSCertificate
     private var started = false
+    private var heardFromPeer = false
 
     /// The SRTP protection profiles offered, most preferred first. GCM costs a third of AES-CM
     /// with HMAC-SHA1 in Debian's libsrtp (NSS).
@@ -119,6 +120,12 @@ public final class DTLSConnection: @unchecked Sendable {
         }
         started = true
         guard datagram.count > 0 else { return Output() }
+        // A new association begins with a handshake record: anything before it is a late record
+        // of an association this one replaced (the peer's certificate changed), not for us.
+        if !heardFromPeer {
+            guard datagram[0] == 22 else { return Output() }
+            heardFromPeer = true
+        }
         if state == .connected && datagram[0] == 22 { handshakeDatagramsCounter.add(1, ordering: .relaxed) }
         _ = BIO_write(inbound, datagram.baseAddress, Int32(datagram.count))
         return advance()

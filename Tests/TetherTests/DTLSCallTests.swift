@@ -7,9 +7,10 @@ import TetherCore
 /// Two real CallSessions over libnice on 127.0.0.1 keyed with DTLS-SRTP (OpenSSL both sides).
 @Suite("DTLS-SRTP calls over libnice on loopback", .serialized)
 struct DTLSCallTests {
-    func session(_ keying: CallConfiguration.Keying, frequency: Double = 440) throws -> CallSession {
+    func session(_ keying: CallConfiguration.Keying, frequency: Double = 440, recording: String? = nil) throws -> CallSession {
         var configuration = CallConfiguration(
-            audioSource: TestSignalSource(frequencyHertz: frequency, levelDBFS: -12), localAddresses: ["127.0.0.1"],
+            audioSource: TestSignalSource(frequencyHertz: frequency, levelDBFS: -12),
+            audioSink: recording.map { WAVFileSink(path: $0) } ?? DiscardSink(), localAddresses: ["127.0.0.1"],
             connectTimeoutSeconds: 10, statisticsIntervalSeconds: 0)
         configuration.keying = keying
         return try CallSession(configuration: configuration)
@@ -146,5 +147,84 @@ struct DTLSCallTests {
         #expect(error.code == .dtlsHandshakeFailed)
         #expect(error.message.contains("did not finish within 1.5 s"))
         #expect(error.isTerminal && error.canRetry)
+    }
+
+    /// The call moves to another device (a transfer through a B2BUA, a pick-up): A's restart offer
+    /// is answered by a different endpoint with its own certificate. A new fingerprint means a new
+    /// association: A runs a second handshake while media keeps the old keys, then hears the new
+    /// endpoint.
+    @Test func aPeerWithANewCertificateGetsANewHandshakeAndTheCallGoesOn() async throws {
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let a = try session(.dtls, recording: dir + "/a.wav")
+        let b1 = try session(.sdes, frequency: 660)
+        let ra = EventRecorder(a)
+        try await connect(a, b1)
+        #expect(await ra.waitFor("established", timeoutSeconds: 10) != nil)
+        #expect(await a.dtlsHandshakesCompleted == 1)
+
+        var configuration = CallConfiguration(
+            audioSource: TestSignalSource(frequencyHertz: 880, levelDBFS: -12), localAddresses: ["127.0.0.1"],
+            connectTimeoutSeconds: 10, statisticsIntervalSeconds: 0)
+        configuration.dtlsCertificate = try DTLSCertificate(commonName: "another device")
+        let b2 = try CallSession(configuration: configuration)
+        try await b2.start()
+        let descriptions = a.subscribeToEvents()
+        await a.renewMedia()
+        var restartOffer = ""
+        for await event in descriptions {
+            if case let .localDescription(message) = event, message.kind == .offer, message.isRestart {
+                restartOffer = message.sdp
+                break
+            }
+        }
+        // B2 takes the offer as a new call.
+        let answer = try await b2.acceptOffer(restartOffer)
+        try await a.applyAnswer(answer)
+        #expect(await waitUntil(timeoutSeconds: 10) { b2.statistics().packetsReceived > 25 })
+        #expect(await a.dtlsHandshakesCompleted == 2)
+        // A decrypts B2's packets with the new association's keys.
+        let received = a.statistics().packetsReceived
+        #expect(await waitUntil(timeoutSeconds: 5) { a.statistics().packetsReceived > received + 50 })
+        // B1, dropped, says BYE with the old keys: A no longer accepts them, and goes on.
+        await b1.hangUp()
+        try await Task.sleep(for: .milliseconds(1000))
+        #expect(a.state == .established)
+        await a.hangUp()
+        await b2.hangUp()
+        // The last second A played is B2's 880 Hz.
+        let (samples, rate) = try WAVFile.read(path: dir + "/a.wav")
+        let hertz = ToneAnalysis.dominantFrequencyHertz(samples.suffix(rate), sampleRateHertz: rate, searchRange: 100...2000)
+        #expect(abs((hertz ?? 0) - 880) < 2, "A heard \(hertz ?? 0) Hz after the move")
+    }
+
+    /// SDES keys may change in a re-offer too (RFC 4568 §7.1.4): the new ones take over at once.
+    @Test func newSDESKeysInARestartAnswerTakeOverAtOnce() async throws {
+        let a = try session(.sdes)
+        let b1 = try session(.sdes, frequency: 660)
+        let ra = EventRecorder(a)
+        try await connect(a, b1)
+        #expect(await ra.waitFor("established", timeoutSeconds: 10) != nil)
+        let b2 = try session(.sdes, frequency: 880)
+        try await b2.start()
+        let descriptions = a.subscribeToEvents()
+        await a.renewMedia()
+        var restartOffer = ""
+        for await event in descriptions {
+            if case let .localDescription(message) = event, message.kind == .offer, message.isRestart {
+                restartOffer = message.sdp
+                break
+            }
+        }
+        let answer = try await b2.acceptOffer(restartOffer)
+        try await a.applyAnswer(answer)
+        #expect(await waitUntil(timeoutSeconds: 10) { b2.statistics().packetsReceived > 25 })
+        let received = a.statistics().packetsReceived
+        #expect(await waitUntil(timeoutSeconds: 5) { a.statistics().packetsReceived > received + 50 })
+        await b1.hangUp()
+        try await Task.sleep(for: .milliseconds(500))
+        #expect(a.state == .established)
+        await a.hangUp()
+        await b2.hangUp()
     }
 }

@@ -404,6 +404,14 @@ public final class JitterBuffer {
         counters.targetDelayMilliseconds = target
     }
 
+    /// Starts over for a new source (the call moved to another device, with its own sequence
+    /// numbers and timestamps): buffered packets and the playout state go, the statistics stay.
+    public func restartStream() {
+        let kept = counters
+        reset()
+        counters = kept
+    }
+
     // MARK: - Insert helpers
 
     private func beginStream(sequence: Int64, timestamp: Int64, arrivalNanoseconds: UInt64) {
