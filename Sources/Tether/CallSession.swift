@@ -290,13 +290,14 @@ public actor CallSession {
         } catch {
             throw Self.negotiationError(error)
         }
-        try rekeyIfNeeded(current: current, new: result)
         if let attempt = offeredAttempt, var m = machine {
             let actions = m.handle(.renewalAnswered(attempt: attempt), now: instantNow())
             machine = m
             perform(actions)
             if actions.contains(.discardRenewalAnswer(attempt: attempt)) { return }
         }
+        // Only an answer that is taken up re-keys (a discarded one changes nothing).
+        try rekeyIfNeeded(current: current, new: result)
         try Self.applyRemoteICE(result, to: transport, describing: "restart answer")
         localOffer = nil
         restartOfferOutstanding = false
