@@ -52,8 +52,8 @@ fi
 # aiortc (PyPI), a second DTLS-SRTP peer for the interop tests, for the python3 on PATH.
 if ! python3 -c "import aiortc" >/dev/null 2>&1; then
     echo "setup: installing aiortc (PyPI)" >&2
+    # Not fatal: without PyPI the aiortc tests say they were skipped and why; everything else runs.
     if ! python3 -m pip install --quiet --disable-pip-version-check "aiortc>=1.9,<2" >>"${TETHER_SETUP_LOG:-${TMPDIR:-/tmp}/tether-setup-pip.log}" 2>&1; then
-        echo "setup: failed: pip install aiortc (log: ${TETHER_SETUP_LOG:-${TMPDIR:-/tmp}/tether-setup-pip.log})" >&2
-        exit 1
+        echo "setup: warning: pip install aiortc failed; its interop tests will be skipped (log: ${TETHER_SETUP_LOG:-${TMPDIR:-/tmp}/tether-setup-pip.log})" >&2
     fi
 fi
