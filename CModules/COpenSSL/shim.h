@@ -208,15 +208,6 @@ static inline unsigned long COpenSSL_selected_srtp_profile(SSL *ssl) {
     return p != NULL ? p->id : 0;
 }
 
-/// SHA-256 of the peer's certificate into `out`. Returns 1 when the peer presented one.
-static inline int COpenSSL_peer_fingerprint(SSL *ssl, unsigned char out[32]) {
-    X509 *peer = SSL_get1_peer_certificate(ssl);
-    if (peer == NULL) return 0;
-    int ok = COpenSSL_sha256_fingerprint(peer, out);
-    X509_free(peer);
-    return ok;
-}
-
 /// RFC 5764 §4.2 keying material.
 static inline int COpenSSL_export_srtp_keys(SSL *ssl, unsigned char *out, size_t length) {
     static const char label[] = "EXTRACTOR-dtls_srtp";
@@ -234,7 +225,5 @@ static inline void COpenSSL_last_error(char *buffer, size_t size) {
     }
     ERR_error_string_n(e, buffer, size);
 }
-
-static inline int COpenSSL_is_protocol_version_dtls12(SSL *ssl) { return SSL_version(ssl) == DTLS1_2_VERSION; }
 
 #endif

@@ -18,7 +18,7 @@ final class DTLSKeying {
 
     init(role: DTLSRole, remoteFingerprint: DTLSFingerprint, certificate: DTLSCertificate) throws(DTLSError) {
         connection = try DTLSConnection(
-            role: role == .client ? .client : .server, certificate: certificate, remoteFingerprint: remoteFingerprint)
+            role: role, certificate: certificate, remoteFingerprint: remoteFingerprint)
         self.role = role
         self.remoteFingerprint = remoteFingerprint
         localFingerprint = certificate.fingerprint

@@ -16,14 +16,6 @@ import TetherRTP
 ///
 /// - Note: Not thread-safe: one owner (the session's control side) calls it; never the media path.
 public final class DTLSConnection: @unchecked Sendable {
-    /// Which side of the handshake this is (RFC 5763: `a=setup:active` is the client).
-    public enum Role: String, Sendable, Equatable {
-        /// Sends the ClientHello (`a=setup:active`).
-        case client
-        /// Waits for it (`a=setup:passive`).
-        case server
-    }
-
     /// Where the association is.
     public enum State: Sendable, Equatable {
         /// The handshake is under way.
@@ -45,7 +37,7 @@ public final class DTLSConnection: @unchecked Sendable {
     }
 
     /// This side's role.
-    public let role: Role
+    public let role: DTLSRole
     /// The largest datagram this connection sends (bytes of DTLS records, without UDP/IP headers).
     public let mtuBytes: Int
     /// Where the association is.
@@ -73,7 +65,7 @@ public final class DTLSConnection: @unchecked Sendable {
 
     /// A connection in `role` that accepts the peer only with `remoteFingerprint`.
     public init(
-        role: Role, certificate: DTLSCertificate, remoteFingerprint: DTLSFingerprint,
+        role: DTLSRole, certificate: DTLSCertificate, remoteFingerprint: DTLSFingerprint,
         profiles: [SRTPCryptoSuite] = DTLSConnection.defaultProfiles, mtuBytes: Int = 1200
     ) throws(DTLSError) {
         self.role = role
