@@ -71,9 +71,12 @@ final class MediaLoop: @unchecked Sendable {
 
     private let setup: Setup
     /// SRTP both ways: the setup's contexts, replaced between passes when the session re-keys
-    /// (a new DTLS association after the peer's certificate changed, new SDES keys).
-    private var outbound: SRTPContext
-    private var inbound: SRTPContext
+    /// (a new DTLS association after the peer's certificate changed, new SDES keys). Owns the
+    /// contexts in use (changed only at a re-key, off the per-packet path).
+    private var keys: SRTPContextPair
+    /// The same contexts, read per packet without reference counting: `keys` keeps them alive.
+    private unowned(unsafe) var outbound: SRTPContext
+    private unowned(unsafe) var inbound: SRTPContext
     /// Contexts handed over by `replaceKeys` for the next pass: a retained `SRTPContextPair`, or
     /// nil. Acquire/release: they are built on the control thread and used on the media thread.
     private let pendingKeys = Atomic<UnsafeMutableRawPointer?>(nil)
@@ -142,6 +145,7 @@ final class MediaLoop: @unchecked Sendable {
 
     init(_ setup: Setup) {
         self.setup = setup
+        keys = SRTPContextPair(outbound: setup.outbound, inbound: setup.inbound)
         outbound = setup.outbound
         inbound = setup.inbound
         sendsMedia = Atomic(setup.sendsMedia)
@@ -298,7 +302,8 @@ final class MediaLoop: @unchecked Sendable {
         }
     }
 
-    /// Takes over contexts `replaceKeys` handed over. A relaxed load per pass while none wait.
+    /// Takes over contexts `replaceKeys` handed over. A relaxed load per pass while none wait;
+    /// the reference counting happens here, once per re-key.
     /// - Note: Media thread only.
     @inline(__always)
     private func adoptPendingKeys() {
@@ -306,6 +311,7 @@ final class MediaLoop: @unchecked Sendable {
             let box = pendingKeys.exchange(nil, ordering: .acquiringAndReleasing)
         else { return }
         let pair = Unmanaged<SRTPContextPair>.fromOpaque(box).takeRetainedValue()
+        keys = pair
         outbound = pair.outbound
         inbound = pair.inbound
         redundantCopyLength = 0  // protected with the old key
