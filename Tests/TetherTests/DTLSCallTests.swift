@@ -16,6 +16,16 @@ struct DTLSCallTests {
         return try CallSession(configuration: configuration)
     }
 
+    /// Renews `session`'s media path and returns the restart offer it emits.
+    func renewalOffer(from session: CallSession) async -> String {
+        let descriptions = session.subscribeToEvents()
+        await session.renewMedia()
+        for await event in descriptions {
+            if case let .localDescription(message) = event, message.kind == .offer, message.isRestart { return message.sdp }
+        }
+        return ""
+    }
+
     @Test func aDTLSCallCarriesMediaBothWaysAndARestartKeepsTheAssociation() async throws {
         let a = try session(.dtls)
         let b = try session(.sdes, frequency: 660)  // answers follow the offer
@@ -39,15 +49,7 @@ struct DTLSCallTests {
         #expect(await waitUntil(timeoutSeconds: 5) { a.statistics().packetsReceived > before + 25 && b.statistics().packetsReceived > 25 })
 
         // An ICE restart from A: new credentials, the same fingerprints and roles, no handshake.
-        let descriptions = a.subscribeToEvents()
-        await a.renewMedia()
-        var restartOffer = ""
-        for await event in descriptions {
-            if case let .localDescription(message) = event, message.kind == .offer, message.isRestart {
-                restartOffer = message.sdp
-                break
-            }
-        }
+        let restartOffer = await renewalOffer(from: a)
         #expect(restartOffer.contains("a=setup:actpass"))
         let restartAnswer = try await b.acceptOffer(restartOffer)
         #expect(restartAnswer.contains("a=setup:active"))
@@ -169,15 +171,7 @@ struct DTLSCallTests {
         configuration.dtlsCertificate = try DTLSCertificate(commonName: "another device")
         let b2 = try CallSession(configuration: configuration)
         try await b2.start()
-        let descriptions = a.subscribeToEvents()
-        await a.renewMedia()
-        var restartOffer = ""
-        for await event in descriptions {
-            if case let .localDescription(message) = event, message.kind == .offer, message.isRestart {
-                restartOffer = message.sdp
-                break
-            }
-        }
+        let restartOffer = await renewalOffer(from: a)
         // B2 takes the offer as a new call.
         let answer = try await b2.acceptOffer(restartOffer)
         try await a.applyAnswer(answer)
@@ -207,15 +201,7 @@ struct DTLSCallTests {
         #expect(await ra.waitFor("established", timeoutSeconds: 10) != nil)
         let b2 = try session(.sdes, frequency: 880)
         try await b2.start()
-        let descriptions = a.subscribeToEvents()
-        await a.renewMedia()
-        var restartOffer = ""
-        for await event in descriptions {
-            if case let .localDescription(message) = event, message.kind == .offer, message.isRestart {
-                restartOffer = message.sdp
-                break
-            }
-        }
+        let restartOffer = await renewalOffer(from: a)
         let answer = try await b2.acceptOffer(restartOffer)
         try await a.applyAnswer(answer)
         #expect(await waitUntil(timeoutSeconds: 10) { b2.statistics().packetsReceived > 25 })
