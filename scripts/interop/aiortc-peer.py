@@ -7,33 +7,16 @@ the peer's offer/answer lines and the commands `report` and `hangup`; on stdout 
 offer/answer lines, state lines and report lines (connection and DTLS states, packets, the
 dominant frequency of the last second received). aiortc does no ICE restart and no SDES.
 """
-import argparse, array, asyncio, collections, json, math, sys, time
+import argparse, array, asyncio, collections, json, sys, time
 
 from aiortc import RTCPeerConnection, RTCSessionDescription
 from aiortc.contrib.media import MediaPlayer
+from tones import dominant_hertz
 
 
 def out(obj):
     sys.stdout.write(json.dumps(obj) + "\n")
     sys.stdout.flush()
-
-
-def dominant_hertz(samples, rate):
-    """Goertzel scan in 10 Hz steps, 100 Hz–4 kHz, over the last quarter second received."""
-    block = list(samples)[-rate // 4::4]  # 12 kHz is plenty below 4 kHz
-    rate //= 4
-    if len(block) < 500:
-        return 0
-    best, best_power = 0, 0.0
-    for hz in range(100, 4000, 10):
-        k = 2 * math.cos(2 * math.pi * hz / rate)
-        s1 = s2 = 0.0
-        for x in block:
-            s1, s2 = x + k * s1 - s2, s1
-        power = s1 * s1 + s2 * s2 - k * s1 * s2
-        if power > best_power:
-            best, best_power = hz, power
-    return best
 
 
 async def main():

@@ -8,7 +8,9 @@ received audio `sndfile` records. On stdin: the peer's offer/answer lines, `repo
 stdout: offer/answer lines, state lines, and report lines (the dominant frequency of the last
 second baresip decoded, and whether baresip logged SRTP errors).
 """
-import argparse, array, glob, json, math, os, random, re, select, shutil, socket, subprocess, sys, tempfile, time
+import argparse, glob, json, os, random, re, select, shutil, socket, subprocess, sys, tempfile, time
+
+from tones import dominant_hertz, wav_samples
 
 
 def out(obj):
@@ -18,39 +20,6 @@ def out(obj):
 
 def token():
     return "%016x" % random.getrandbits(64)
-
-
-def dominant_hertz(path):
-    """Goertzel scan in 10 Hz steps, 100 Hz–4 kHz, over the last quarter second of a WAV file that
-    may still be written (its sizes not yet filled in): 16-bit samples after the data chunk."""
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError:
-        return 0
-    fmt = data.find(b"fmt ")
-    start = data.find(b"data")
-    if fmt < 0 or start < 0:
-        return 0
-    channels = int.from_bytes(data[fmt + 10:fmt + 12], "little")
-    rate = int.from_bytes(data[fmt + 12:fmt + 16], "little")
-    body = data[start + 8:]
-    body = body[:len(body) - len(body) % (2 * channels)]
-    pcm = array.array("h", body)[::channels][-(rate // 4):]
-    step = max(1, rate // 12000)
-    block, rate = pcm[::step], rate // step
-    if len(block) < 500:
-        return 0
-    best, best_power = 0, 0.0
-    for hz in range(100, 4000, 10):
-        k = 2 * math.cos(2 * math.pi * hz / rate)
-        s1 = s2 = 0.0
-        for x in block:
-            s1, s2 = x + k * s1 - s2, s1
-        power = s1 * s1 + s2 * s2 - k * s1 * s2
-        if power > best_power:
-            best, best_power = hz, power
-    return best
 
 
 class SIP:
@@ -163,7 +132,7 @@ module_app ctrl_tcp.so
         dumps = sorted(glob.glob(os.path.join(folder, "*-dec.wav")), key=os.path.getmtime)
         with open(os.path.join(folder, "baresip.log")) as f:
             text = f.read()
-        return {"type": "report", "receivedPeakHertz": dominant_hertz(dumps[-1]) if dumps else 0,
+        return {"type": "report", "receivedPeakHertz": dominant_hertz(*wav_samples(dumps[-1])) if dumps else 0,
                 "srtpErrors": len(re.findall(r"srtp: failed", text)), "established": "established" in text}
 
     if args.role == "answer":

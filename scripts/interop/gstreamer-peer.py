@@ -8,7 +8,7 @@ Runs with Debian's python3 (python3-gi). On stdin: the peer's offer/answer, `rep
 on stdout: offer/answer lines, state lines, report lines (the dominant frequency of the last
 quarter second decoded, packets received).
 """
-import argparse, array, base64, json, math, os, random, re, sys, tempfile, threading, time
+import argparse, base64, json, os, random, re, sys, tempfile, threading, time
 
 import gi
 
@@ -16,41 +16,14 @@ gi.require_version("Gst", "1.0")
 gi.require_version("Nice", "0.1")
 from gi.repository import GLib, Gst, Nice  # noqa: E402
 
+from tones import dominant_hertz, wav_samples  # noqa: E402
+
 OFFERED_PT = 96  # offers use 96 (Tether prefers 111); answers take the offer's
 
 
 def out(obj):
     sys.stdout.write(json.dumps(obj) + "\n")
     sys.stdout.flush()
-
-
-def dominant_hertz(path):
-    """Goertzel scan in 10 Hz steps over the last quarter second of a WAV file still being written."""
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError:
-        return 0
-    start = data.find(b"data")
-    if start < 0:
-        return 0
-    body = data[start + 8:]
-    body = body[:len(body) - len(body) % 2]
-    rate = 48000
-    pcm = array.array("h", body)[-(rate // 4):][::4]
-    rate //= 4
-    if len(pcm) < 500:
-        return 0
-    best, best_power = 0, 0.0
-    for hz in range(100, 4000, 10):
-        k = 2 * math.cos(2 * math.pi * hz / rate)
-        s1 = s2 = 0.0
-        for x in pcm:
-            s1, s2 = x + k * s1 - s2, s1
-        power = s1 * s1 + s2 * s2 - k * s1 * s2
-        if power > best_power:
-            best, best_power = hz, power
-    return best
 
 
 class Peer:
@@ -206,7 +179,7 @@ def main():
                 peer.apply_remote(msg["sdp"])
                 peer.start_media()
             elif kind == "report":
-                out({"type": "report", "iceState": peer.state, "receivedPeakHertz": dominant_hertz(peer.received)})
+                out({"type": "report", "iceState": peer.state, "receivedPeakHertz": dominant_hertz(*wav_samples(peer.received))})
             elif kind == "hangup":
                 done = True
         if done:
