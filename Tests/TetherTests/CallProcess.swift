@@ -10,6 +10,8 @@ final class CallProcess: @unchecked Sendable {
     private let output = Pipe()
     private let lines = Mutex<[(line: String, atNanoseconds: UInt64)]>([])
     private let forward = Mutex<(@Sendable (String) -> Void)?>(nil)
+    /// The process's output reached its end (every line it printed has been recorded).
+    private let outputEnded = Atomic<Bool>(false)
 
     /// The `tether` executable built next to the test bundle.
     static var tetherExecutable: String {
@@ -50,7 +52,10 @@ final class CallProcess: @unchecked Sendable {
             let chunk = handle.availableData
             // End of output: stop watching, which lets Foundation cancel and free its dispatch
             // source (left set, it keeps the handle and the process alive for ever).
-            if chunk.isEmpty { handle.readabilityHandler = nil }
+            if chunk.isEmpty {
+                handle.readabilityHandler = nil
+                self?.outputEnded.store(true, ordering: .releasing)
+            }
             guard let self, !chunk.isEmpty else { return }
             let complete: [String] = buffer.withLock { data in
                 data.append(chunk)
@@ -88,6 +93,31 @@ final class CallProcess: @unchecked Sendable {
         try? input.fileHandleForWriting.write(contentsOf: Data((line + "\n").utf8))
     }
 
+    /// Asks a third-party peer's driver for a `report` line until `until` holds for one (a new
+    /// request every half second) or `timeoutSeconds` pass; returns the last report, if any.
+    func report(timeoutSeconds: Double, until: ([String: Any]) -> Bool) async -> [String: Any]? {
+        let deadline = MonotonicClock.nanoseconds() + UInt64(timeoutSeconds * 1e9)
+        var last: [String: Any]?
+        repeat {
+            let before = objects.count
+            send("report")
+            let asked = MonotonicClock.nanoseconds()
+            while MonotonicClock.nanoseconds() < max(deadline, asked + 10_000_000_000) {
+                if let r = objects.dropFirst(before).last(where: { $0.object["type"] as? String == "report" }) {
+                    last = r.object
+                    break
+                }
+                try? await Task.sleep(for: .milliseconds(10))
+            }
+            if let last, until(last) { return last }
+            try? await Task.sleep(for: .milliseconds(500))
+        } while MonotonicClock.nanoseconds() < deadline
+        return last
+    }
+
+    /// The last `statistics` line a `tether call` printed.
+    var lastStatistics: [String: Any]? { objects.last { $0.object["type"] as? String == "statistics" }?.object }
+
     /// The parsed JSON objects printed so far.
     var objects: [(object: [String: Any], atNanoseconds: UInt64)] {
         lines.withLock { $0 }.compactMap { entry in
@@ -123,6 +153,12 @@ final class CallProcess: @unchecked Sendable {
         if process.isRunning {
             process.terminate()
             process.waitUntilExit()
+        }
+        // The last lines may still be on their way through the pipe: wait for its end (a few
+        // seconds at most; a child that kept the pipe open must not hang the test).
+        let drained = MonotonicClock.nanoseconds() + 5_000_000_000
+        while !outputEnded.load(ordering: .acquiring) && MonotonicClock.nanoseconds() < drained {
+            try? await Task.sleep(for: .milliseconds(10))
         }
         output.fileHandleForReading.readabilityHandler = nil
         return process.terminationStatus

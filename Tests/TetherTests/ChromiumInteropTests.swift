@@ -20,20 +20,6 @@ struct ChromiumInteropTests {
         return path
     }
 
-    func report(_ chromium: CallProcess) async -> [String: Any]? {
-        let before = chromium.objects.count
-        chromium.send("report")
-        for _ in 0..<500 {
-            if let r = chromium.objects.dropFirst(before).last(where: { $0.object["type"] as? String == "report" }) { return r.object }
-            try? await Task.sleep(for: .milliseconds(10))
-        }
-        return nil
-    }
-
-    func lastStatistics(_ p: CallProcess) -> [String: Any]? {
-        p.objects.last { $0.object["type"] as? String == "statistics" }?.object
-    }
-
     @Test(arguments: ["offer", "answer"])
     func aCallWithChromiumCarriesATuneEachWayAndSurvivesRestartsFromBothSides(tetherRole: String) async throws {
         let dir = try temporaryDirectory()
@@ -50,9 +36,9 @@ struct ChromiumInteropTests {
         chromium.relayLines(to: tether)
         #expect(await tether.waitFor(state: "established", timeoutSeconds: 30) != nil)
         #expect(await chromium.waitFor(state: "connected", timeoutSeconds: 30) != nil)
-        try await Task.sleep(for: .seconds(2))
-
-        let first = try #require(await report(chromium))
+        let first = try #require(await chromium.report(timeoutSeconds: 20) {
+            ($0["packetsReceived"] as? Int ?? 0) > 50 && abs(($0["receivedPeakHertz"] as? Double ?? 0) - 660) < 6
+        })
         #expect(first["dtlsState"] as? String == "connected")
         #expect(first["tlsVersion"] as? String == "FEFD")  // DTLS 1.2: Chromium fell back from 1.3
         // What Chromium hears is Tether's 660 Hz (an FFT bin is 2.9 Hz wide).
@@ -64,7 +50,7 @@ struct ChromiumInteropTests {
             let answersBefore = (who === chromium ? tether : chromium).objects.filter {
                 $0.object["type"] as? String == "answer" && $0.object["restart"] as? Bool == true
             }.count
-            let packetsBefore = (await report(chromium))?["packetsReceived"] as? Int ?? 0
+            let packetsBefore = await chromium.report(timeoutSeconds: 10) { _ in true }?["packetsReceived"] as? Int ?? 0
             who.send(command)
             let answered = await waitUntil(timeoutSeconds: 15) {
                 (who === chromium ? tether : chromium).objects.filter {
@@ -72,19 +58,22 @@ struct ChromiumInteropTests {
                 }.count > answersBefore
             }
             #expect(answered, "the \(command) was answered")
-            try await Task.sleep(for: .seconds(2))
-            let after = try #require(await report(chromium))
+            let after = try #require(await chromium.report(timeoutSeconds: 15) {
+                ($0["packetsReceived"] as? Int ?? 0) > packetsBefore + 50
+            })
             #expect(after["dtlsState"] as? String == "connected")
             #expect(after["connectionState"] as? String == "connected")
             #expect((after["packetsReceived"] as? Int ?? 0) > packetsBefore + 50, "media flows after the \(command)")
         }
-        let stats = try #require(lastStatistics(tether))
+        let stats = try #require(tether.lastStatistics)
         #expect(stats["srtpKeying"] as? String == "DTLS-SRTP")
         // No new handshake for either restart.
         #expect(stats["dtlsHandshakeDatagramsAfterSetUp"] as? Int == 0)
         #expect(tether.states.filter { $0 == "established" }.count >= 1)
         #expect(!tether.states.contains("mediaDisrupted"))
 
+        // Enough of Chromium's audio recorded for the check below (more than 3 s).
+        #expect(await waitUntil(timeoutSeconds: 20) { (tether.lastStatistics?["packetsReceived"] as? Int ?? 0) > 200 })
         chromium.send("hangup")
         // Chromium's pc.close() sends close_notify: Tether ends as a remote hang-up.
         #expect(await tether.waitForExit(timeoutSeconds: 10) == 0)
@@ -117,8 +106,7 @@ struct ChromiumInteropTests {
         #expect(await tether.waitFor(state: "established", timeoutSeconds: 30) != nil)
         let pair = tether.objects.last { $0.object["type"] as? String == "pair" }?.object
         #expect(pair?["remoteType"] as? String == "prflx")
-        try await Task.sleep(for: .seconds(1))
-        let r = try #require(await report(chromium))
+        let r = try #require(await chromium.report(timeoutSeconds: 15) { ($0["packetsReceived"] as? Int ?? 0) > 25 })
         #expect(r["dtlsState"] as? String == "connected")
         #expect((r["packetsReceived"] as? Int ?? 0) > 25)
         tether.send("hangup")
@@ -184,11 +172,12 @@ struct ChromiumInteropTests {
         #expect(Double(restored - back) / 1e9 < 2.0)
         // Tether offered the restart and Chromium answered it.
         #expect(chromium.objects.contains { $0.object["type"] as? String == "answer" && $0.object["restart"] as? Bool == true })
-        try await Task.sleep(for: .seconds(2))
-        let r = try #require(await report(chromium))
+        let r = try #require(await chromium.report(timeoutSeconds: 15) {
+            abs(($0["receivedPeakHertz"] as? Double ?? 0) - 660) < 6
+        })
         #expect(r["dtlsState"] as? String == "connected")
         #expect(abs((r["receivedPeakHertz"] as? Double ?? 0) - 660) < 6)
-        let stats = try #require(lastStatistics(tether))
+        let stats = try #require(tether.lastStatistics)
         #expect(stats["dtlsHandshakeDatagramsAfterSetUp"] as? Int == 0)
         tether.send("hangup")
         #expect(await tether.waitForExit(timeoutSeconds: 10) == 0)
