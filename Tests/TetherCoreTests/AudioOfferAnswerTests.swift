@@ -15,7 +15,9 @@ struct AudioOfferAnswerTests {
         let audio = offer.media[0]
         #expect(audio.media == "audio")
         #expect(audio.transportProtocol == .rtpSAVP)
-        #expect(audio.formats == ["111"])
+        #expect(audio.formats == ["111", "101", "100"])  // Opus, then telephone-event at 48000 and 8000
+        #expect(audio.rtpMap(forPayloadType: 101) == RTPMapAttribute(payloadType: 101, encodingName: "telephone-event", clockRateHz: 48_000))
+        #expect(audio.rtpMap(forPayloadType: 100) == RTPMapAttribute(payloadType: 100, encodingName: "telephone-event", clockRateHz: 8000))
         #expect(audio.port == 40_000)
         #expect(audio.connection == SDPConnectionData(address: "10.0.0.5"))
         #expect(audio.rtpMap(forPayloadType: 111) == RTPMapAttribute(
@@ -35,7 +37,8 @@ struct AudioOfferAnswerTests {
         #expect(audio.direction == .sendrecv)
 
         let text = offer.serialized()
-        #expect(text.contains("m=audio 40000 RTP/SAVP 111\r\nc=IN IP4 10.0.0.5\r\n"))
+        #expect(text.contains("m=audio 40000 RTP/SAVP 111 101 100\r\nc=IN IP4 10.0.0.5\r\n"))
+        #expect(text.contains("a=rtpmap:101 telephone-event/48000\r\na=fmtp:101 0-15\r\na=rtpmap:100 telephone-event/8000\r\na=fmtp:100 0-15\r\n"))
         #expect(text.contains("a=rtpmap:111 opus/48000/2\r\na=fmtp:111 minptime=10;useinbandfec=1\r\n"))
         #expect(text.contains("a=candidate:1 1 UDP 2130706431 10.0.0.5 40000 typ host\r\n"))
         #expect(text.contains("a=crypto:1 AES_CM_128_HMAC_SHA1_80 inline:\(Data(Fixtures.localKey80).base64EncodedString())\r\n"))
@@ -83,7 +86,11 @@ struct AudioOfferAnswerTests {
         #expect(answer.media.count == 1)
         let audio = answer.media[0]
         #expect(audio.transportProtocol == .rtpSAVP)
-        #expect(audio.formats == ["96"])
+        // baresip's telephone-event/8000 (RFC 4733 DTMF) is answered on its payload type.
+        #expect(audio.formats == ["96", "101"])
+        #expect(negotiated.telephoneEvent == TelephoneEventFormat(payloadType: 101, clockRateHz: 8000))
+        #expect(audio.rtpMap(forPayloadType: 101) == RTPMapAttribute(payloadType: 101, encodingName: "telephone-event", clockRateHz: 8000))
+        #expect(audio.formatParameters(forPayloadType: 101) == [FormatParameter(name: "0-15", value: nil)])
         #expect(audio.rtpMap(forPayloadType: 96)?.isOpus == true)
         #expect(audio.opusParameters(forPayloadType: 96) == local.opusParameters)
         #expect(audio.rtcpMux)
@@ -95,7 +102,7 @@ struct AudioOfferAnswerTests {
         #expect(audio.crypto[0].keyAndSalt == Fixtures.localKey80)
         #expect(audio.direction == .sendrecv)
         let text = answer.serialized()
-        #expect(text.contains("m=audio 40000 RTP/SAVP 96\r\n"))
+        #expect(text.contains("m=audio 40000 RTP/SAVP 96 101\r\n"))
         #expect(text.contains("a=crypto:2 AES_CM_128_HMAC_SHA1_80 inline:\(Data(Fixtures.localKey80).base64EncodedString())\r\n"))
         #expect(text.contains("a=rtcp-mux\r\n"))
         #expect(!text.contains(Fixtures.remoteKey80Base64))

@@ -55,6 +55,10 @@ public struct LocalAudioParameters: Sendable, Equatable {
     /// empty and DTLS when this is set; with both, the profile is `RTP/SAVPF`, with DTLS alone
     /// `UDP/TLS/RTP/SAVPF`, with SDES alone `RTP/SAVP`.
     public var dtls: LocalDTLSParameters?
+    /// The `telephone-event` formats (RFC 4733 DTMF) our offers carry, in preference order:
+    /// by default at the Opus clock rate (48000) and at 8000 for peers that only take that.
+    /// Answers take the offer's, preferring 48000; empty: DTMF is neither offered nor accepted.
+    public var telephoneEvents: [TelephoneEventFormat]
 
     /// Creates local parameters with Tether's defaults: Opus on PT 111 with
     /// `minptime=10;useinbandfec=1`, 20 ms ptime, full ICE, sendrecv.
@@ -67,7 +71,8 @@ public struct LocalAudioParameters: Sendable, Equatable {
         iceUfrag: String, icePwd: String, iceOptions: [String] = [], iceLite: Bool = false,
         candidates: [ICECandidate] = [], endOfCandidates: Bool = false,
         crypto: [CryptoAttribute], direction: MediaDirection = .sendrecv, mid: String? = nil,
-        acceptsRemoteMKI: Bool = false, dtls: LocalDTLSParameters? = nil
+        acceptsRemoteMKI: Bool = false, dtls: LocalDTLSParameters? = nil,
+        telephoneEvents: [TelephoneEventFormat] = TelephoneEventFormat.defaultOffer
     ) {
         self.sessionID = sessionID
         self.sessionVersion = sessionVersion
@@ -89,6 +94,7 @@ public struct LocalAudioParameters: Sendable, Equatable {
         self.mid = mid
         self.acceptsRemoteMKI = acceptsRemoteMKI
         self.dtls = dtls
+        self.telephoneEvents = telephoneEvents
     }
 
     /// The profile our offers use for the keying they carry.
@@ -166,13 +172,16 @@ public struct NegotiatedAudio: Sendable, Equatable {
     public var direction: MediaDirection
     /// The `a=mid` of the audio section, if any.
     public var mid: String?
+    /// The negotiated `telephone-event` format (RFC 4733 DTMF) both ways, if any.
+    public var telephoneEvent: TelephoneEventFormat?
 
     /// Creates a negotiation result.
     public init(
         opusPayloadType: UInt8, remoteOpusParameters: OpusParameters, remotePtimeMilliseconds: UInt32?,
         remoteMaxPtimeMilliseconds: UInt32?, remoteICEUfrag: String, remoteICEPwd: String, remoteICELite: Bool,
         remoteCandidates: [ICECandidate], remoteEndOfCandidates: Bool, keying: NegotiatedKeying,
-        remoteDirection: MediaDirection, direction: MediaDirection, mid: String?
+        remoteDirection: MediaDirection, direction: MediaDirection, mid: String?,
+        telephoneEvent: TelephoneEventFormat? = nil
     ) {
         self.opusPayloadType = opusPayloadType
         self.remoteOpusParameters = remoteOpusParameters
@@ -187,6 +196,7 @@ public struct NegotiatedAudio: Sendable, Equatable {
         self.remoteDirection = remoteDirection
         self.direction = direction
         self.mid = mid
+        self.telephoneEvent = telephoneEvent
     }
 }
 
@@ -200,7 +210,7 @@ public enum AudioOfferAnswer {
     public static func makeOffer(_ local: LocalAudioParameters) -> SessionDescription {
         let section = audioSection(
             local: local, profile: local.offerProfile, payloadType: local.opusPayloadType,
-            crypto: local.crypto, fingerprints: local.dtls.map { [$0.fingerprint] } ?? [],
+            telephoneEvents: local.telephoneEvents, crypto: local.crypto, fingerprints: local.dtls.map { [$0.fingerprint] } ?? [],
             setup: local.dtls == nil ? nil : .actpass, direction: local.direction, mid: local.mid)
         var offer = session(local: local, section: section)
         if local.dtls != nil, let mid = local.mid { offer.attributes.append(SDPAttribute(name: "group", value: "BUNDLE \(mid)")) }
@@ -259,9 +269,10 @@ public enum AudioOfferAnswer {
 
         var localSetup: DTLSSetup?
         if case let .dtls(role, _) = keying { localSetup = role.setup }
+        let telephoneEvent = local.telephoneEvents.isEmpty ? nil : TelephoneEventFormat.preferred(in: remote)
         let section = audioSection(
             local: local, profile: remote.transportProtocol, payloadType: payloadType,
-            crypto: answerCrypto, fingerprints: localSetup == nil ? [] : local.dtls.map { [$0.fingerprint] } ?? [],
+            telephoneEvents: telephoneEvent.map { [$0] } ?? [], crypto: answerCrypto, fingerprints: localSetup == nil ? [] : local.dtls.map { [$0.fingerprint] } ?? [],
             setup: localSetup, direction: ourDirection, mid: remote.mid)
         var answer = session(local: local, section: section)
         // A BUNDLE group holding the audio section is answered with that section alone (the
@@ -287,7 +298,8 @@ public enum AudioOfferAnswer {
             remoteICEUfrag: ufrag, remoteICEPwd: pwd, remoteICELite: offer.iceLite,
             remoteCandidates: usableCandidates(remote.candidates),
             remoteEndOfCandidates: remote.endOfCandidates || offer.endOfCandidates,
-            keying: keying, remoteDirection: remoteDirection, direction: ourDirection, mid: remote.mid)
+            keying: keying, remoteDirection: remoteDirection, direction: ourDirection, mid: remote.mid,
+            telephoneEvent: telephoneEvent)
         return (answer, negotiated)
     }
 
@@ -384,7 +396,8 @@ public enum AudioOfferAnswer {
             remoteICEUfrag: ufrag, remoteICEPwd: pwd, remoteICELite: answer.iceLite,
             remoteCandidates: usableCandidates(remote.candidates),
             remoteEndOfCandidates: remote.endOfCandidates || answer.endOfCandidates,
-            keying: keying, remoteDirection: remoteDirection, direction: negotiatedDirection, mid: remote.mid ?? ours.mid)
+            keying: keying, remoteDirection: remoteDirection, direction: negotiatedDirection, mid: remote.mid ?? ours.mid,
+            telephoneEvent: TelephoneEventFormat.answered(in: remote, offered: ours))
     }
 
     // MARK: Helpers
@@ -428,16 +441,20 @@ public enum AudioOfferAnswer {
     }
 
     private static func audioSection(
-        local: LocalAudioParameters, profile: SDPMediaProtocol, payloadType: UInt8,
+        local: LocalAudioParameters, profile: SDPMediaProtocol, payloadType: UInt8, telephoneEvents: [TelephoneEventFormat],
         crypto: [CryptoAttribute], fingerprints: [DTLSFingerprint], setup: DTLSSetup?, direction: MediaDirection, mid: String?
     ) -> MediaDescription {
         let (connection, port) = defaultDestination(local)
         let fmtp = local.opusParameters.formatParameters
+        var formatParameters = fmtp.isEmpty ? [] : [FormatParametersAttribute(payloadType: payloadType, parameters: fmtp)]
+        formatParameters += telephoneEvents.map(\.formatParameters)
         return MediaDescription(
-            media: "audio", port: port, transportProtocol: profile, formats: ["\(payloadType)"],
+            media: "audio", port: port, transportProtocol: profile,
+            formats: ["\(payloadType)"] + telephoneEvents.map { "\($0.payloadType)" },
             connection: connection,
-            rtpMaps: [RTPMapAttribute(payloadType: payloadType, encodingName: "opus", clockRateHz: 48_000, channelCount: 2)],
-            formatParameters: fmtp.isEmpty ? [] : [FormatParametersAttribute(payloadType: payloadType, parameters: fmtp)],
+            rtpMaps: [RTPMapAttribute(payloadType: payloadType, encodingName: "opus", clockRateHz: 48_000, channelCount: 2)]
+                + telephoneEvents.map(\.rtpMap),
+            formatParameters: formatParameters,
             ptimeMilliseconds: local.ptimeMilliseconds, maxPtimeMilliseconds: local.maxPtimeMilliseconds,
             rtcpMux: true, iceUfrag: local.iceUfrag, icePwd: local.icePwd, iceOptions: local.iceOptions,
             candidates: local.candidates, endOfCandidates: local.endOfCandidates,
