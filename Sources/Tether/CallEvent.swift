@@ -18,6 +18,36 @@ public enum CallEvent: Sendable {
     case audioDevice(AudioDirection, AudioDeviceEvent)
     /// ICE selected a candidate pair (local and remote `address:port` and candidate types).
     case candidatePairSelected(local: String, remote: String, localType: String, remoteType: String)
+    /// The peer sent a DTMF digit (RFC 4733), reported once when it ended: `0`–`9`, `*`, `#`,
+    /// `A`–`D`, and how long its tone lasted.
+    case dtmf(digit: Character, durationMilliseconds: Int)
+    /// Who holds the call changed (a hold or resume of either side was answered).
+    case holdChanged(HoldState)
+}
+
+/// Who holds the call (RFC 3264 §8.4), as the last completed offer/answer says.
+public struct HoldState: Sendable, Equatable, CustomStringConvertible {
+    /// We hold the peer (`hold()` was answered): we send no RTP.
+    public var local: Bool
+    /// The peer holds us (its direction does not receive): it sends no RTP.
+    public var remote: Bool
+
+    public init(local: Bool = false, remote: Bool = false) {
+        self.local = local
+        self.remote = remote
+    }
+
+    /// Either side holds the call.
+    public var isOnHold: Bool { local || remote }
+
+    public var description: String {
+        switch (local, remote) {
+        case (false, false): "not on hold"
+        case (true, false): "on hold (local)"
+        case (false, true): "on hold (remote)"
+        case (true, true): "on hold (both)"
+        }
+    }
 }
 
 /// A session description to carry to the peer, with its role in offer/answer.

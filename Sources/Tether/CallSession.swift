@@ -76,8 +76,18 @@ public actor CallSession {
     private let sdpSessionID = UInt64.random(in: 1...(UInt64(1) << 62))
     /// o= version, bumped for every new description we send.
     private var sdpSessionVersion: UInt64 = 1
-    /// Our outstanding offer is an ICE restart (not the initial offer).
-    private var restartOfferOutstanding = false
+    /// What our outstanding re-offer is for, if one is unanswered: an ICE restart (which carries
+    /// our direction too), or a direction change alone (hold, resume).
+    private var pendingOffer: PendingOffer?
+    private enum PendingOffer { case restart, direction }
+    /// Hold (RFC 3264 §8.4): what the embedder asked for (`hold()`/`resume()`), the hold our
+    /// outstanding offer carries, the hold the last completed offer/answer put in force, and
+    /// whether the peer holds us (its direction does not receive).
+    private var wantsHold = false
+    private var offeredHold = false
+    private var holdInForce = false
+    private var remoteHold = false
+    private nonisolated let holdBox = Mutex(HoldState())
     /// Restart offers made (ours) and answered (theirs), for statistics.
     private var restartsOffered = 0
     private var restartsAnswered = 0
@@ -99,6 +109,10 @@ public actor CallSession {
 
     /// The current state (readable from any thread).
     public nonisolated var state: CallState { stateBox.withLock { $0 } }
+
+    /// Who holds the call, as the last completed offer/answer says (readable from any thread);
+    /// `.holdChanged` events report every change.
+    public nonisolated var holdState: HoldState { holdBox.withLock { $0 } }
 
     /// Creates a session.
     /// - Throws: `TetherError` with code 5001 when the configuration is invalid.
@@ -260,9 +274,11 @@ public actor CallSession {
         var parameters = localParameters(
             candidates: candidates, crypto: negotiated.localCrypto.map { [$0] } ?? [], dtls: dtls?.localParameters)
         parameters.mid = negotiated.mid
+        parameters.direction = offerDirection
         let offer = AudioOfferAnswer.makeOffer(parameters)
         localOffer = offer
-        restartOfferOutstanding = true
+        pendingOffer = .restart
+        offeredHold = wantsHold
         restartsOffered += 1
         eventSink.yield(.localDescription(SessionDescriptionMessage(kind: .offer, sdp: offer.serialized(), isRestart: true)))
         return .sent
@@ -278,10 +294,10 @@ public actor CallSession {
         case foundNothing
     }
 
-    /// The peer's answer to our restart offer.
+    /// The peer's answer to our re-offer (an ICE restart, or hold/resume).
     private func applyRenegotiationAnswer(_ sdp: String) throws(TetherError) {
-        guard let offer = localOffer, restartOfferOutstanding, let current = negotiated, let transport else {
-            throw .invalidState("applyAnswer(_:) without an outstanding restart offer; the call is \(state.name)")
+        guard let offer = localOffer, let pending = pendingOffer, let current = negotiated, let transport else {
+            throw .invalidState("applyAnswer(_:) without an outstanding re-offer; the call is \(state.name)")
         }
         let answer = try Self.parse(sdp)
         let result: NegotiatedAudio
@@ -289,6 +305,21 @@ public actor CallSession {
             result = try AudioOfferAnswer.processAnswer(answer, to: offer)
         } catch {
             throw Self.negotiationError(error)
+        }
+        let answersRestart = result.remoteICEUfrag != current.remoteICEUfrag
+        if pending == .direction {
+            // Hold or resume: the same ICE session (a peer that restarted ICE anyway is followed).
+            try rekeyIfNeeded(current: current, new: result)
+            if answersRestart { try Self.applyRemoteICE(result, to: transport, describing: "answer") }
+            localOffer = nil
+            pendingOffer = nil
+            adopt(result, answering: false, offered: offer)
+            return
+        }
+        // An answer to an ICE restart always brings new credentials (RFC 8839 §4.4.1.1.1): one
+        // without them answers an earlier offer of ours (a hold the restart replaced).
+        guard answersRestart else {
+            throw .invalidState("this answer keeps the peer's ICE credentials, so it does not answer our restart offer (an answer to an earlier offer?)")
         }
         if let attempt = offeredAttempt, var m = machine {
             let actions = m.handle(.renewalAnswered(attempt: attempt), now: instantNow())
@@ -300,8 +331,8 @@ public actor CallSession {
         try rekeyIfNeeded(current: current, new: result)
         try Self.applyRemoteICE(result, to: transport, describing: "restart answer")
         localOffer = nil
-        restartOfferOutstanding = false
-        adopt(result)
+        pendingOffer = nil
+        adopt(result, answering: false, offered: offer)
     }
 
     /// A re-offer from the peer: an ICE restart (new ICE credentials) and/or a direction change.
@@ -309,18 +340,27 @@ public actor CallSession {
         guard let current = negotiated, let transport, !state.isEnded, state != .ending else {
             throw .invalidState("acceptOffer(_:) on a call that is \(state.name)")
         }
-        if restartOfferOutstanding {
-            if transport.configuration.controlling {
-                throw TetherError(
-                    code: .renegotiationConflict, isTerminal: false, canRetry: true,
-                    message: "both sides offered at once; the controlling side's restart offer wins, answer it instead")
-            }
-            localOffer = nil  // glare: the controlling side's offer wins; ours is dropped
-            restartOfferOutstanding = false
-        }
         let offer = try Self.parse(sdp)
         let remoteUfrag = offer.media.first { $0.media == "audio" }?.iceUfrag ?? offer.iceUfrag
         let isICERestart = remoteUfrag != current.remoteICEUfrag
+        if let pending = pendingOffer {
+            // Glare. A restart beats a direction change (it carries the path, and each side's
+            // answer carries its own hold); between two of a kind the controlling side's wins.
+            // The losing side drops its offer and answers; the winner refuses with 5003.
+            let keepOurs: Bool
+            switch (pending, isICERestart) {
+            case (.restart, false): keepOurs = true
+            case (.direction, true): keepOurs = false
+            default: keepOurs = transport.configuration.controlling
+            }
+            if keepOurs {
+                throw TetherError(
+                    code: .renegotiationConflict, isTerminal: false, canRetry: true,
+                    message: "both sides offered at once; this side's \(pending == .restart ? "restart" : "re-")offer wins, answer it instead")
+            }
+            localOffer = nil
+            pendingOffer = nil
+        }
         var candidates: [String] = gathered ?? []
         if isICERestart {
             var regather = false
@@ -361,12 +401,13 @@ public actor CallSession {
                     message: "no local candidate to answer the peer's restart offer with (no usable network); the call waits for one")
             }
         }
+        if candidates.isEmpty { candidates = transport.localCandidates() }  // a re-gather still running
         sdpSessionVersion += 1
         let (answer, result): (SessionDescription, NegotiatedAudio)
         do throws(SDPError) {
-            (answer, result) = try AudioOfferAnswer.makeAnswer(
-                to: offer,
-                local: localParameters(candidates: candidates, crypto: current.localCrypto.map { [$0] } ?? [], dtls: dtls?.localParameters))
+            var parameters = localParameters(candidates: candidates, crypto: current.localCrypto.map { [$0] } ?? [], dtls: dtls?.localParameters)
+            parameters.direction = wantsHold ? .sendonly : .sendrecv
+            (answer, result) = try AudioOfferAnswer.makeAnswer(to: offer, local: parameters)
         } catch {
             throw Self.negotiationError(error)
         }
@@ -375,7 +416,8 @@ public actor CallSession {
             try Self.applyRemoteICE(result, to: transport, describing: "restart offer")
             restartsAnswered += 1
         }
-        adopt(result)
+        offeredHold = wantsHold
+        adopt(result, answering: true, offered: nil)
         let text = answer.serialized()
         eventSink.yield(.localDescription(SessionDescriptionMessage(kind: .answer, sdp: text, isRestart: true)))
         return text
@@ -468,12 +510,184 @@ public actor CallSession {
             })
     }
 
-    /// Takes a renegotiated description's direction and credentials as current.
-    private func adopt(_ result: NegotiatedAudio) {
+    /// Takes a renegotiated description's direction, credentials and DTMF format as current, and
+    /// the hold it carries: ours (`offeredHold`, what our offer or answer said), the peer's (its
+    /// direction does not receive; an answer to our `inactive` offer had no choice and says
+    /// nothing about it). Then offers the hold the embedder asked for meanwhile, if it differs.
+    private func adopt(_ result: NegotiatedAudio, answering: Bool, offered: SessionDescription?) {
         negotiated = result
-        media?.sendsMedia.store(result.direction.isSending, ordering: .relaxed)
-        feed(.peerSendsMedia(result.remoteDirection.isSending))
-        feed(.weSendMedia(result.direction.isSending))
+        holdInForce = offeredHold
+        let ourOfferedDirection = offered.flatMap { o in
+            o.media.first { $0.media == "audio" && $0.port != 0 }?.effectiveDirection(sessionDirection: o.direction)
+        }
+        let peerCouldReceive = answering || (ourOfferedDirection?.isSending ?? true)
+        if peerCouldReceive { remoteHold = !result.remoteDirection.isReceiving }
+        media?.setTelephoneEvent(result.telephoneEvent)
+        applyDirection()
+        offerHoldChangeIfNeeded()
+    }
+
+    /// Media, capture and liveness for the direction and hold in force. On hold (either side)
+    /// no RTP is sent (RTCP goes on), the microphone is released as mute does, and liveness is
+    /// judged by RTCP: the side that does not receive media does not expect any.
+    private func applyDirection() {
+        guard let result = negotiated else { return }
+        let weSend = result.direction.isSending && !holdInForce
+        // A peer that is `sendonly` holds us (RFC 3264 §8.4) and may send nothing but RTCP.
+        let peerSends = result.remoteDirection.isSending && !remoteHold
+        media?.sendsMedia.store(weSend, ordering: .relaxed)
+        media?.muted.store(isMuted || wantsHold, ordering: .relaxed)
+        feed(.peerSendsMedia(peerSends))
+        feed(.weSendMedia(weSend))
+        updateCapture()
+        let hold = HoldState(local: holdInForce, remote: remoteHold)
+        let direction = result.direction.rawValue
+        statisticsContext.withLock {
+            $0.direction = direction
+            $0.hold = hold
+        }
+        let changed = holdBox.withLock { current in
+            defer { current = hold }
+            return current != hold
+        }
+        if changed { eventSink.yield(.holdChanged(hold)) }
+    }
+
+    /// The capture device runs while media runs, we are neither muted nor holding, and the
+    /// direction lets us send.
+    private func updateCapture() {
+        guard mediaRunning else { return }
+        let sends = (negotiated?.direction.isSending ?? true) && !remoteHold
+        if !isMuted && !wantsHold && sends { startSource() } else { stopSource() }
+    }
+
+    /// The direction our offers carry: on hold `sendonly`, or `inactive` when the peer holds us
+    /// too (RFC 3264 §8.4); `sendrecv` otherwise (a peer holding us answers `sendonly`).
+    private var offerDirection: MediaDirection {
+        wantsHold ? (remoteHold ? .inactive : .sendonly) : .sendrecv
+    }
+
+    // MARK: Hold
+
+    /// Puts the call on hold (RFC 3264 §8.4): a re-offer with `a=sendonly` (`inactive` when the
+    /// peer holds us already) goes out as a `.localDescription` event, like a restart offer, to
+    /// be answered through `applyAnswer(_:)`. The microphone is released at once (silence is sent
+    /// until the answer); once answered no RTP is sent, RTCP keeps the call alive both ways, and
+    /// neither side reports `mediaDisrupted` while it flows; a peer that vanishes meanwhile is
+    /// still given up on after the give-up time. `.holdChanged` reports when the hold is in
+    /// force. While an offer of either side is outstanding or a renewal runs, the hold rides on
+    /// the next offer or answer instead. Idempotent.
+    /// - Throws: 5002 before negotiation or once the call ends.
+    public func hold() throws(TetherError) {
+        try setHold(true)
+    }
+
+    /// Takes the call off hold: a re-offer with `a=sendrecv` (the peer answers `sendonly` if it
+    /// holds us). The microphone reopens (unless muted) and RTP flows once the answer is applied.
+    /// Idempotent.
+    /// - Throws: 5002 before negotiation or once the call ends.
+    public func resume() throws(TetherError) {
+        try setHold(false)
+    }
+
+    private func setHold(_ hold: Bool) throws(TetherError) {
+        guard negotiated != nil, !state.isEnded, state != .ending else {
+            throw .invalidState("\(hold ? "hold()" : "resume()") needs a negotiated call; the call is \(state.name)")
+        }
+        guard hold != wantsHold else { return }
+        wantsHold = hold
+        media?.muted.store(isMuted || wantsHold, ordering: .relaxed)
+        updateCapture()
+        offerHoldChangeIfNeeded()
+    }
+
+    /// Sends a direction-only re-offer when the hold asked for differs from the one in force,
+    /// no offer is outstanding, and no renewal is gathering or offering (its offer or answer
+    /// will carry the hold).
+    private func offerHoldChangeIfNeeded() {
+        guard wantsHold != holdInForce, pendingOffer == nil, regatherInFlight == nil, !manualRenewalRunning,
+            machine?.attemptInFlight == nil, let negotiated, let transport, !state.isEnded, state != .ending
+        else { return }
+        sdpSessionVersion += 1
+        var parameters = localParameters(
+            candidates: gathered ?? transport.localCandidates(), crypto: negotiated.localCrypto.map { [$0] } ?? [],
+            dtls: dtls?.localParameters)
+        parameters.mid = negotiated.mid
+        parameters.direction = offerDirection
+        let offer = AudioOfferAnswer.makeOffer(parameters)
+        localOffer = offer
+        pendingOffer = .direction
+        offeredHold = wantsHold
+        eventSink.yield(.localDescription(SessionDescriptionMessage(kind: .offer, sdp: offer.serialized(), isRestart: true)))
+    }
+
+    // MARK: DTMF
+
+    /// Sends DTMF digits as RFC 4733 telephone events: each digit's events replace the audio for
+    /// `toneDuration`, then `gap` passes before the next (WebRTC's `insertDTMF` defaults). Digits
+    /// are queued behind those not yet sent (up to 64).
+    /// - Parameters:
+    ///   - digits: `0`–`9`, `*`, `#`, `A`–`D` (lower case accepted).
+    ///   - toneDuration: 40 ms … 6 s.
+    ///   - gap: 30 ms … 6 s.
+    /// - Throws: 5004 for a character that is not a DTMF key, durations out of range or a full
+    ///   queue; 3004 when the peer did not accept `telephone-event`; 5002 when media does not
+    ///   run, the call is on hold, or the direction does not let us send.
+    public func sendDTMF(_ digits: String, toneDuration: Duration = .milliseconds(100), gap: Duration = .milliseconds(70)) throws(TetherError) {
+        let toneMilliseconds = Self.milliseconds(toneDuration)
+        let gapMilliseconds = Self.milliseconds(gap)
+        guard (40...6000).contains(toneMilliseconds) else {
+            throw TetherError(code: .invalidDTMF, isTerminal: false, canRetry: false,
+                message: "tone duration \(toneMilliseconds) ms is outside 40…6000 ms")
+        }
+        guard (30...6000).contains(gapMilliseconds) else {
+            throw TetherError(code: .invalidDTMF, isTerminal: false, canRetry: false, message: "gap \(gapMilliseconds) ms is outside 30…6000 ms")
+        }
+        var tones: [DTMFTone] = []
+        for character in digits {
+            guard let digit = DTMFDigit(character) else {
+                throw TetherError(code: .invalidDTMF, isTerminal: false, canRetry: false,
+                    message: "'\(character)' is not a DTMF key (0-9, *, #, A-D)")
+            }
+            tones.append(DTMFTone(digit: digit, durationMilliseconds: toneMilliseconds, gapMilliseconds: gapMilliseconds))
+        }
+        guard !tones.isEmpty else {
+            throw TetherError(code: .invalidDTMF, isTerminal: false, canRetry: false, message: "no digits to send")
+        }
+        guard let negotiated, let media, mediaRunning, !state.isEnded, state != .ending else {
+            throw .invalidState("sendDTMF(_:) needs a call whose media runs; the call is \(state.name)")
+        }
+        guard negotiated.telephoneEvent != nil else {
+            throw TetherError(code: .dtmfNotNegotiated, isTerminal: false, canRetry: false,
+                message: "the peer did not accept telephone-event (RFC 4733), so DTMF cannot be sent")
+        }
+        guard negotiated.direction.isSending, !holdInForce, !wantsHold else {
+            throw .invalidState("DTMF cannot be sent while the call is on hold or the peer does not receive (\(negotiated.direction.rawValue))")
+        }
+        guard media.dtmfToSend.availableToWrite >= tones.count else {
+            throw TetherError(code: .invalidDTMF, isTerminal: false, canRetry: true,
+                message: "\(tones.count) digits do not fit in the queue (\(media.dtmfToSend.availableToWrite) of 64 free); send them as the queue drains")
+        }
+        for tone in tones {
+            var word = MediaLoop.packTone(tone)
+            _ = withUnsafePointer(to: &word) { media.dtmfToSend.write(UnsafeBufferPointer(start: $0, count: 1)) }
+        }
+    }
+
+    private static func milliseconds(_ d: Duration) -> Int {
+        let (seconds, attoseconds) = d.components
+        return Int(clamping: seconds) * 1000 + Int(attoseconds / 1_000_000_000_000_000)
+    }
+
+    /// Reports the digits the media loop received.
+    private func forwardReceivedDTMF() {
+        guard let media else { return }
+        var word: UInt64 = 0
+        while withUnsafeMutablePointer(to: &word, { media.dtmfReceived.read(into: UnsafeMutableBufferPointer(start: $0, count: 1)) }) == 1 {
+            if let received = MediaLoop.unpackReceived(word) {
+                eventSink.yield(.dtmf(digit: received.digit.character, durationMilliseconds: received.durationMilliseconds))
+            }
+        }
     }
 
     /// Mutes or unmutes the microphone. Muting closes the capture stream (the microphone is
@@ -482,10 +696,9 @@ public actor CallSession {
     public func setMuted(_ muted: Bool) {
         guard muted != isMuted else { return }
         isMuted = muted
-        media?.muted.store(muted, ordering: .relaxed)
-        guard mediaRunning else { return }
+        media?.muted.store(muted || wantsHold, ordering: .relaxed)
         // Muting releases the microphone; the media loop sends silence meanwhile.
-        if muted { stopSource() } else { startSource() }
+        updateCapture()
     }
 
     /// Lets media flow: opens the audio source and sink and starts the media loop as soon as
@@ -512,7 +725,7 @@ public actor CallSession {
             // Media flows: the call stays established (the reconnection core would take the
             // first decoded frame for a restored path and drop the renewal half-way); a restart
             // offer on fresh candidates, answered as any restart is.
-            guard !restartOfferOutstanding, !manualRenewalRunning else { return }
+            guard pendingOffer == nil, !manualRenewalRunning else { return }
             manualRenewalRunning = true
             Task { [weak self] in await self?.renewEstablishedMedia() }
         case .mediaDisrupted, .renewingMedia:
@@ -523,9 +736,10 @@ public actor CallSession {
     }
 
     private func renewEstablishedMedia() async {
-        defer { manualRenewalRunning = false }
         offeredAttempt = nil
         _ = await startICERestart(attempt: nil, regather: true)
+        manualRenewalRunning = false
+        offerHoldChangeIfNeeded()
     }
 
     /// Ends the call: sends RTCP BYE, releases devices and the network. Idempotent.
@@ -594,6 +808,13 @@ public actor CallSession {
             localAddress: context.localAddress, remoteAddress: context.remoteAddress,
             durationSeconds: Double(MonotonicClock.nanoseconds() - createdAtNanoseconds) / 1e9, recovery: context.recovery)
         statistics.srtpKeying = context.keying
+        statistics.direction = context.direction
+        statistics.localHold = context.hold.local
+        statistics.remoteHold = context.hold.remote
+        statistics.dtmfDigitsSent = c.dtmfDigitsSent
+        statistics.dtmfDigitsReceived = c.dtmfDigitsReceived
+        statistics.dtmfPacketsSent = c.dtmfPacketsSent
+        statistics.dtmfPacketsReceived = c.dtmfPacketsReceived
         statistics.dtlsHandshakeDatagramsAfterSetUp = context.dtls?.handshakeDatagramsAfterConnected ?? 0
         return statistics
     }
@@ -809,8 +1030,17 @@ public actor CallSession {
         var m = ReconnectStateMachine(
             policy: configuration.reconnection, glareRole: transport.configuration.controlling ? .keepsOwnOffer : .yieldsToPeer)
         let now = instantNow()
-        _ = m.handle(.peerSendsMedia(result.remoteDirection.isSending), now: now)
+        // A peer whose first description does not receive holds the call from the start.
+        remoteHold = !result.remoteDirection.isReceiving
+        _ = m.handle(.peerSendsMedia(result.remoteDirection.isSending && !remoteHold), now: now)
         _ = m.handle(.weSendMedia(result.direction.isSending), now: now)
+        if remoteHold {
+            let hold = HoldState(local: false, remote: true)
+            holdBox.withLock { $0 = hold }
+            statisticsContext.withLock { $0.hold = hold }
+            eventSink.yield(.holdChanged(hold))
+        }
+        statisticsContext.withLock { $0.direction = result.direction.rawValue }
         machine = m
         pathProbes = PathProbeSchedule(silenceSeconds: configuration.reconnection.pathProbeSeconds)
         transition(to: .connecting)
@@ -859,8 +1089,8 @@ public actor CallSession {
                 adaptiveJitterBuffer: configuration.adaptiveJitterBuffer,
                 jitterBufferMaximumMilliseconds: configuration.jitterBufferMaximumMilliseconds,
                 usesFEC: configuration.opus.inBandFEC, concealsLoss: configuration.concealsLoss,
-                rtcpIntervalSeconds: configuration.rtcpIntervalSeconds, sendsMedia: result.direction.isSending,
-                lossAdaptation: adaptation, notify: { sink.yield(.media($0)) })
+                rtcpIntervalSeconds: configuration.rtcpIntervalSeconds, sendsMedia: result.direction.isSending && !holdInForce,
+                lossAdaptation: adaptation, telephoneEvent: result.telephoneEvent, notify: { sink.yield(.media($0)) })
         } catch let error as SRTPError {
             throw TetherError(code: .srtpSetupFailed, isTerminal: false, canRetry: false, message: "\(error)", cause: error)
         } catch {
@@ -1128,6 +1358,7 @@ public actor CallSession {
             feed(.mediaDecoded, at: instant(fedDecoded))
         }
         feed(.tick)
+        forwardReceivedDTMF()
         publishRecovery()
         guard let m = machine, !state.isEnded else { return nil }
         if state != .ending, pathProbes.probeIfDue(now: instantNow(), peerSendsMedia: m.liveness.peerSendsMedia) {
@@ -1196,8 +1427,9 @@ public actor CallSession {
             feed(.renewalStarted(attempt: attempt))
         case .foundNothing:
             feed(.gatheringFoundNothing(attempt: attempt))
+            offerHoldChangeIfNeeded()
         case .notSent:
-            break
+            offerHoldChangeIfNeeded()
         }
     }
 
@@ -1373,6 +1605,8 @@ struct StatisticsContext {
     var localAddress = ""
     var remoteAddress = ""
     var recovery = CallRecovery()
+    var direction = "sendrecv"
+    var hold = HoldState()
     var source: (any AudioSource)?
     var sink: (any AudioSink)?
 }

@@ -103,6 +103,17 @@ public struct CallStatistics: Sendable, Equatable {
     public var sendsRedundantCopies: Bool
     /// Packets sent a second time under heavy loss (not in `packetsSent`).
     public var redundantCopiesSent: Int
+    /// DTMF (RFC 4733): digits sent and received, and telephone-event packets sent and received
+    /// (in `packetsSent`/`packetsReceived` too).
+    public var dtmfDigitsSent: Int = 0
+    public var dtmfDigitsReceived: Int = 0
+    public var dtmfPacketsSent: Int = 0
+    public var dtmfPacketsReceived: Int = 0
+    /// The negotiated direction from our side (`sendrecv`, `sendonly`, `recvonly`, `inactive`),
+    /// and who holds the call (RFC 3264 §8.4): we (`localHold`), the peer (`remoteHold`).
+    public var direction: String = "sendrecv"
+    public var localHold: Bool = false
+    public var remoteHold: Bool = false
     /// RTP payload bits per second sent and received over the last whole second.
     public var sendBitrateBitsPerSecond: Int
     public var receiveBitrateBitsPerSecond: Int
@@ -220,4 +231,10 @@ struct MediaCounters: BitwiseCopyable {
     var redundantCopiesSent = 0
     var sendBitrateBitsPerSecond = 0
     var receiveBitrateBitsPerSecond = 0
+    /// RFC 4733: digits whose events were sent, telephone-event packets sent and received,
+    /// digits received.
+    var dtmfDigitsSent = 0
+    var dtmfPacketsSent = 0
+    var dtmfPacketsReceived = 0
+    var dtmfDigitsReceived = 0
 }

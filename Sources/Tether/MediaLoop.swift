@@ -51,6 +51,8 @@ final class MediaLoop: @unchecked Sendable {
         var sendsMedia: Bool = true
         /// Adapts the encoder's expected loss, FEC and bitrate to the peer's reports.
         var lossAdaptation: LossAdaptation
+        /// The negotiated RFC 4733 telephone-event format (DTMF both ways), if any.
+        var telephoneEvent: TelephoneEventFormat? = nil
         var notify: @Sendable (MediaNotification) -> Void
     }
 
@@ -68,6 +70,21 @@ final class MediaLoop: @unchecked Sendable {
     private var syntheticFrameAt: UInt64 = 0
     /// Our SSRC (random).
     let localSSRC: UInt32
+
+    /// DTMF tones queued by the session (control thread, the one producer) for the media thread,
+    /// packed by `packTone`; and digits the media thread received (`unpackReceived`), taken by
+    /// the session (the one consumer). Lock-free rings: the media thread neither allocates nor
+    /// waits for them.
+    let dtmfToSend = SPSCRing<UInt64>(capacity: 64)
+    let dtmfReceived = SPSCRing<UInt64>(capacity: 64)
+    /// The negotiated telephone-event format, packed (`packFormat`; 0: none); changed by a
+    /// renegotiation. Relaxed: one word, read once per pass.
+    private let telephoneEventSetting: Atomic<UInt32>
+    /// The format in use on the media thread, and its sender and receiver.
+    private var telephoneEventInUse: UInt32 = 0
+    private var telephoneEventPayloadType: UInt8 = 0
+    private var dtmfSender: DTMFSender?
+    private var dtmfReceiver: DTMFReceiver?
 
     private let setup: Setup
     /// SRTP both ways: the setup's contexts, replaced between passes when the session re-keys
@@ -149,6 +166,7 @@ final class MediaLoop: @unchecked Sendable {
         outbound = setup.outbound
         inbound = setup.inbound
         sendsMedia = Atomic(setup.sendsMedia)
+        telephoneEventSetting = Atomic(Self.packFormat(setup.telephoneEvent))
         lossAdaptation = setup.lossAdaptation
         stats.encoderExpectedLossPercent = setup.lossAdaptation.settings.expectedLossPercent
         stats.encoderInBandFEC = setup.lossAdaptation.settings.inBandFEC
@@ -254,7 +272,12 @@ final class MediaLoop: @unchecked Sendable {
     /// run of encodes never leaves a playback device without its next frame.
     func receiveAndPlay(now: UInt64) {
         adoptPendingKeys()
+        adoptTelephoneEvent()
         drainReceived()
+        if dtmfReceiver != nil {
+            dtmfReceiver!.expire(now: now)
+            forwardReceivedDigits()
+        }
         fillPlayback(now: now)
     }
 
@@ -286,6 +309,103 @@ final class MediaLoop: @unchecked Sendable {
     }
 
     // MARK: Receive
+
+    // MARK: DTMF (RFC 4733)
+
+    /// `telephone-event` as one word: 1 << 24 | clock rate in kHz << 8 | payload type; 0 for none.
+    static func packFormat(_ format: TelephoneEventFormat?) -> UInt32 {
+        guard let format else { return 0 }
+        return 1 << 24 | (format.clockRateHz / 1000) << 8 | UInt32(format.payloadType)
+    }
+
+    /// A tone for `dtmfToSend`: event | duration ms << 8 | gap ms << 24 (each duration ≤ 65535).
+    static func packTone(_ tone: DTMFTone) -> UInt64 {
+        UInt64(tone.digit.event) | UInt64(UInt16(clamping: tone.durationMilliseconds)) << 8
+            | UInt64(UInt16(clamping: tone.gapMilliseconds)) << 24
+    }
+
+    /// A digit from `dtmfReceived`.
+    static func unpackReceived(_ word: UInt64) -> DTMFReceived? {
+        guard let digit = DTMFDigit(event: UInt8(truncatingIfNeeded: word)) else { return nil }
+        return DTMFReceived(digit: digit, durationMilliseconds: Int(word >> 16 & 0xFFFF_FFFF), endSeen: word & 0x100 != 0)
+    }
+
+    /// Takes the telephone-event format a renegotiation set (the session's `setTelephoneEvent`).
+    /// Control thread.
+    func setTelephoneEvent(_ format: TelephoneEventFormat?) {
+        telephoneEventSetting.store(Self.packFormat(format), ordering: .relaxed)
+    }
+
+    /// Rebuilds the DTMF sender and receiver when the format changed (a few words, no allocation).
+    @inline(__always)
+    private func adoptTelephoneEvent() {
+        let setting = telephoneEventSetting.load(ordering: .relaxed)
+        guard setting != telephoneEventInUse else { return }
+        telephoneEventInUse = setting
+        guard setting != 0 else {
+            dtmfSender = nil
+            dtmfReceiver = nil
+            return
+        }
+        let rate = (setting >> 8 & 0xFFFF) * 1000
+        telephoneEventPayloadType = UInt8(truncatingIfNeeded: setting)
+        dtmfSender = DTMFSender(eventClockRateHz: rate, frameMilliseconds: setup.encoder.configuration.frameDurationMilliseconds)
+        dtmfReceiver = DTMFReceiver(eventClockRateHz: rate)
+    }
+
+    /// Moves the digits the receiver completed into `dtmfReceived` (dropped if the session let
+    /// 64 pile up).
+    private func forwardReceivedDigits() {
+        while let digit = dtmfReceiver?.takeReceived() {
+            stats.dtmfDigitsReceived += 1
+            var word = UInt64(digit.digit.event) | (digit.endSeen ? 0x100 : 0) | UInt64(UInt32(clamping: digit.durationMilliseconds)) << 16
+            _ = withUnsafePointer(to: &word) { dtmfReceived.write(UnsafeBufferPointer(start: $0, count: 1)) }
+        }
+    }
+
+    /// The telephone-event packet to send instead of this frame's audio, starting the next
+    /// queued tone when the sender is ready; nil to send audio.
+    private func nextTelephoneEvent() -> TelephoneEventPacket? {
+        guard var sender = dtmfSender else { return nil }
+        if sender.isReady(at: rtpTimestamp) && dtmfToSend.availableToRead > 0 {
+            var word: UInt64 = 0
+            let read = withUnsafeMutablePointer(to: &word) { dtmfToSend.read(into: UnsafeMutableBufferPointer(start: $0, count: 1)) }
+            if read == 1, let digit = DTMFDigit(event: UInt8(truncatingIfNeeded: word)) {
+                sender.start(
+                    DTMFTone(digit: digit, durationMilliseconds: Int(word >> 8 & 0xFFFF), gapMilliseconds: Int(word >> 24 & 0xFFFF)))
+                stats.dtmfDigitsSent += 1
+            }
+        }
+        let packet = sender.nextFrame(streamTimestamp: rtpTimestamp)
+        dtmfSender = sender
+        return packet
+    }
+
+    /// The call stopped sending (hold, inactive): the tone in progress and the queued ones are
+    /// dropped rather than sent when it resumes.
+    private func dropDTMF() {
+        guard dtmfSender.map({ !$0.isIdle }) == true || dtmfToSend.availableToRead > 0 else { return }
+        dtmfSender?.cancel()
+        _ = dtmfToSend.discard(dtmfToSend.availableToRead)
+    }
+
+    /// Sends one telephone-event packet on the stream's SSRC and sequence numbers.
+    private func sendTelephoneEvent(_ event: TelephoneEventPacket, now: UInt64) {
+        let header = RTPHeader(
+            marker: event.marker, payloadType: telephoneEventPayloadType, sequenceNumber: sequenceNumber,
+            timestamp: event.timestamp, ssrc: localSSRC)
+        _ = header.write(to: packet)
+        event.payload.write(to: UnsafeMutableRawBufferPointer(rebasing: packet[RTPHeader.fixedHeaderLength...]))
+        var length = RTPHeader.fixedHeaderLength + TelephoneEventPayload.length
+        do throws(SRTPError) {
+            length = try outbound.protectRTP(packet, length: length)
+        } catch {
+            localSendFailures += 1
+            return
+        }
+        redundantCopyLength = 0  // audio's redundant copy is not sent beside events
+        if transmit(length: length, payloadBytes: TelephoneEventPayload.length, now: now) { stats.dtmfPacketsSent += 1 }
+    }
 
     private func drainReceived() {
         while let _ = setup.receiveRing.pop({ buffer, arrival in handleDatagram(buffer, arrivalNanoseconds: arrival) }) {}
@@ -324,6 +444,7 @@ final class MediaLoop: @unchecked Sendable {
         lostBeforeSourceChange += Int(reception.cumulativeLost)
         reception = ReceptionStatistics()
         jitterBuffer.restartStream()
+        dtmfReceiver?.reset()
         remoteSSRC = ssrc
         lastSenderReportMiddle32 = 0
         lastSenderReportArrivalNanoseconds = 0
@@ -368,13 +489,15 @@ final class MediaLoop: @unchecked Sendable {
         }
         let plain = UnsafeRawBufferPointer(rebasing: buffer[0..<length])
         let header: RTPHeader
+        var isEvent = false
         do throws(RTPParseError) {
             header = try RTPHeader.parse(plain)
             if acceptsNewSource {
                 acceptsNewSource = false
                 if let current = remoteSSRC, header.ssrc != current { switchSource(to: header.ssrc) }
             }
-            try header.validate(expectedPayloadType: setup.payloadType, expectedSSRC: remoteSSRC)
+            isEvent = dtmfReceiver != nil && header.payloadType == telephoneEventPayloadType
+            try header.validate(expectedPayloadType: isEvent ? telephoneEventPayloadType : setup.payloadType, expectedSSRC: remoteSSRC)
         } catch {
             stats.malformedPackets += 1
             return
@@ -382,8 +505,10 @@ final class MediaLoop: @unchecked Sendable {
         if remoteSSRC == nil { remoteSSRC = header.ssrc }
         // Arrival in RTP units (48 kHz): nanoseconds × 48 / 1 000 000, mod 2^32.
         let arrivalUnits = UInt32(truncatingIfNeeded: arrivalNanoseconds / 1_000_000 &* 48 &+ (arrivalNanoseconds % 1_000_000) &* 48 / 1_000_000)
+        // An event update carries its event's start, not its sampling instant: no jitter sample.
         let kind = reception.packetReceived(
-            sequenceNumber: header.sequenceNumber, rtpTimestamp: header.timestamp, arrivalRTPUnits: arrivalUnits)
+            sequenceNumber: header.sequenceNumber, rtpTimestamp: header.timestamp, arrivalRTPUnits: arrivalUnits,
+            updatesJitter: !isEvent)
         stats.lastMediaArrivalNanoseconds = arrivalNanoseconds
         if kind == .duplicate {
             stats.duplicatePackets += 1
@@ -392,6 +517,17 @@ final class MediaLoop: @unchecked Sendable {
         stats.packetsReceived += 1
         stats.bytesReceived += header.payloadLength
         let payload = UnsafeRawBufferPointer(rebasing: plain[header.payloadOffset..<(header.payloadOffset + header.payloadLength)])
+        if isEvent {
+            // DTMF: to the receiver, not the jitter buffer (the audio it replaced is a gap there).
+            guard let event = TelephoneEventPayload(parsing: payload) else {
+                stats.malformedPackets += 1
+                return
+            }
+            stats.dtmfPacketsReceived += 1
+            dtmfReceiver?.receive(event, timestamp: header.timestamp, now: arrivalNanoseconds)
+            forwardReceivedDigits()
+            return
+        }
         let outcome = jitterBuffer.insert(
             sequenceNumber: header.sequenceNumber, rtpTimestamp: header.timestamp, payload: payload,
             arrivalNanoseconds: arrivalNanoseconds)
@@ -533,7 +669,17 @@ final class MediaLoop: @unchecked Sendable {
         // No candidate pair yet (or the stream is being replaced): nothing could leave, so nothing
         // is encoded, protected or counted; the clock runs on, and the next packet that goes
         // carries the marker, as after a DTX pause.
-        guard sendsMedia.load(ordering: .relaxed), setup.transport.hasPath else {
+        let sending = sendsMedia.load(ordering: .relaxed)
+        guard sending, setup.transport.hasPath else {
+            if !sending { dropDTMF() }  // on hold: digits are not kept for later
+            rtpTimestamp &+= UInt32(frameSamples)
+            lastFrameWasDTX = true
+            return
+        }
+        // A DTMF event replaces this frame's audio; the audio clock runs on beneath it, and the
+        // audio that follows starts a talkspurt (marker), as after a DTX pause.
+        if let event = nextTelephoneEvent() {
+            sendTelephoneEvent(event, now: now)
             rtpTimestamp &+= UInt32(frameSamples)
             lastFrameWasDTX = true
             return
@@ -571,29 +717,39 @@ final class MediaLoop: @unchecked Sendable {
                 stats.redundantCopiesSent += 1
             }
         }
+        _ = transmit(length: length, payloadBytes: payloadBytes, now: now)
+        if sendsRedundantCopies {
+            redundantCopy.baseAddress!.copyMemory(from: packet.baseAddress!, byteCount: length)
+            redundantCopyLength = length
+        }
+        rtpTimestamp &+= UInt32(frameSamples)
+    }
+
+    /// Hands the protected RTP packet in `packet` to the transport and moves the sender state on
+    /// (history, sequence number, the RTP time of `now` for sender reports). Returns whether it left.
+    private func transmit(length: Int, payloadBytes: Int, now: UInt64) -> Bool {
         // Counted as sent when the kernel took it, or (through libnice) when libnice does; a
         // refusal is counted by the transport, and a send with no path (the pair withdrawn since
         // `hasPath`) is a lost packet, not a failure.
+        var left = false
         switch setup.transport.send(UnsafeRawBufferPointer(rebasing: packet[0..<length]), kind: .rtp(payloadBytes: payloadBytes)) {
         case .sent:
             directRTPPackets += 1
             directRTPPayloadBytes += payloadBytes
             sentAnything = true
+            left = true
         case .queued:
             sentAnything = true
+            left = true
         case .queueFull, .noPath, .failed:
             break
         }
         sentHistory[sentHistoryCount % Self.sentHistoryCapacity] = (now, sequenceNumber)
         sentHistoryCount &+= 1
-        if sendsRedundantCopies {
-            redundantCopy.baseAddress!.copyMemory(from: packet.baseAddress!, byteCount: length)
-            redundantCopyLength = length
-        }
         lastSentRTPTimestamp = rtpTimestamp
         lastSentAtNanoseconds = now
         sequenceNumber &+= 1
-        rtpTimestamp &+= UInt32(frameSamples)
+        return left
     }
 
     private func sendRTCP(now: UInt64, bye: Bool) {

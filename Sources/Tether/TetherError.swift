@@ -37,6 +37,8 @@ public struct TetherError: Error, Sendable, CustomStringConvertible, Equatable {
         public static let incompatibleSessionDescription = Code(rawValue: 3002)
         /// The Opus codec could not be set up.
         public static let codecFailed = Code(rawValue: 3003)
+        /// DTMF was asked for, but the peer did not accept RFC 4733 `telephone-event`.
+        public static let dtmfNotNegotiated = Code(rawValue: 3004)
 
         // MARK: 4xxx crypto
         /// SRTP could not be set up with the negotiated keys.
@@ -54,6 +56,9 @@ public struct TetherError: Error, Sendable, CustomStringConvertible, Equatable {
         public static let invalidState = Code(rawValue: 5002)
         /// Both sides offered a renegotiation at once; the controlling side's offer wins (answer it).
         public static let renegotiationConflict = Code(rawValue: 5003)
+        /// `sendDTMF` got a character that is not a DTMF key, a duration out of range, or more
+        /// digits than its queue holds.
+        public static let invalidDTMF = Code(rawValue: 5004)
 
         // MARK: 9xxx internal
         /// A system resource (thread, descriptor) could not be obtained.

@@ -97,6 +97,9 @@ public struct ReceptionStatistics: Sendable, Equatable, Hashable {
     }
 
     /// Interarrival jitter in RTP timestamp units, as reported in RTCP (A.8: jitter >> 4).
+    /// Whether the packet being counted contributes to the jitter.
+    private var jitterSample = true
+
     public var interarrivalJitter: UInt32 {
         UInt32(clamping: interarrivalJitterTimes16 >> 4)
     }
@@ -107,13 +110,17 @@ public struct ReceptionStatistics: Sendable, Equatable, Hashable {
     ///   - rtpTimestamp: the packet's RTP timestamp (RTP clock units).
     ///   - arrivalRTPUnits: the packet's arrival time converted to the same RTP clock
     ///     (any fixed origin; differences matter, mod 2^32).
+    ///   - updatesJitter: false for a packet whose timestamp is not its sampling instant (an
+    ///     RFC 4733 event update carries the event's start): counted, but not in the jitter.
     /// - Returns: how the packet was classified.
     @discardableResult
     public mutating func packetReceived(
         sequenceNumber: UInt16,
         rtpTimestamp: UInt32,
-        arrivalRTPUnits: UInt32
+        arrivalRTPUnits: UInt32,
+        updatesJitter: Bool = true
     ) -> PacketClassification {
+        jitterSample = updatesJitter
         if !started {
             started = true
             if minimumSequentialPackets <= 1 {
@@ -236,6 +243,7 @@ public struct ReceptionStatistics: Sendable, Equatable, Hashable {
     /// Counts a packet as received and updates jitter (A.8, integer form).
     private mutating func countPacket(rtpTimestamp: UInt32, arrivalRTPUnits: UInt32) {
         packetsReceived += 1
+        guard jitterSample else { return }
         let transit = arrivalRTPUnits &- rtpTimestamp
         if hasTransit {
             let difference = Int64(Int32(bitPattern: transit &- lastTransit)).magnitude

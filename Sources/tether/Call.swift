@@ -9,9 +9,9 @@ struct Call: AsyncParsableCommand {
         discussion: """
             Every line printed on stdout is one JSON object with a "type" field. Deliver every line verbatim to the peer's stdin (by any transport); each side ignores the types it does not use. Human-readable logs go to stderr.
 
-            Printed types: offer and answer (sdp, restart); state (state, seconds, and on ended: cause, causeCode, sipCode, errorCode); error (code, terminal, retryable, message); statistics; pair (local, remote, localType, remoteType); outbound (disrupted); device (direction, event).
+            Printed types: offer and answer (sdp, restart); state (state, seconds, and on ended: cause, causeCode, sipCode, errorCode); error (code, terminal, retryable, message); statistics (with direction, localHold, remoteHold and DTMF counts); pair (local, remote, localType, remoteType); outbound (disrupted); device (direction, event); hold-state (local, remote, direction) when who holds the call changes; dtmf-received (digit, durationMs) for each digit the peer sent.
 
-            Read on stdin: the peer's offer and answer lines; {"type":"hangup"} (optionally with sipCode and sipPhrase), {"type":"mute"}, {"type":"unmute"}, {"type":"renew"} (renew the media path on fresh candidates), or the bare words hangup, mute, unmute, renew. End of input hangs up.
+            Read on stdin: the peer's offer and answer lines; {"type":"hangup"} (optionally with sipCode and sipPhrase), {"type":"mute"}, {"type":"unmute"}, {"type":"renew"} (renew the media path on fresh candidates), {"type":"hold"}, {"type":"resume"} (RFC 3264 hold: a re-offer), {"type":"dtmf","digits":"123#"} (optionally toneMs, gapMs; RFC 4733 events), or the bare words hangup, mute, unmute, renew, hold, resume, and dtmf DIGITS. End of input hangs up.
 
             A first offer or answer that cannot be negotiated prints an error line with its code (3001 malformed, 3002 incompatible) and ends the call with cause "error" and that errorCode; a bad restart description prints a non-terminal error line and the call goes on.
 
@@ -97,7 +97,7 @@ struct Call: AsyncParsableCommand {
     /// build's leak check at exit then sees nothing of it).
     static func hold(_ session: CallSession, role: Role, duration: Double?, output: JSONLineWriter) async throws -> Int32 {
         let outcome = CallOutcome()
-        let reporter = Task { await Self.report(session.events, to: output, outcome: outcome) }
+        let reporter = Task { await Self.report(session.events, of: session, to: output, outcome: outcome) }
         try await session.start()
         if role == .offer {
             do {
@@ -144,7 +144,7 @@ struct Call: AsyncParsableCommand {
     }
 
     /// Prints every event as a JSON line and records how the call ended.
-    static func report(_ events: AsyncStream<CallEvent>, to output: JSONLineWriter, outcome: CallOutcome) async {
+    static func report(_ events: AsyncStream<CallEvent>, of session: CallSession, to output: JSONLineWriter, outcome: CallOutcome) async {
         for await event in events {
             switch event {
             case .localDescription(let d):
@@ -179,6 +179,13 @@ struct Call: AsyncParsableCommand {
                 Log.info(disrupted ? "the peer stopped receiving our media" : "the peer receives our media again")
             case .candidatePairSelected(let local, let remote, let lt, let rt):
                 output.write(["type": "pair", "local": local, "remote": remote, "localType": lt, "remoteType": rt])
+            case .dtmf(let digit, let milliseconds):
+                output.write(["type": "dtmf-received", "digit": String(digit), "durationMs": milliseconds])
+                Log.info("received DTMF \(digit) (\(milliseconds) ms)")
+            case .holdChanged(let hold):
+                let direction = session.statistics().direction
+                output.write(["type": "hold-state", "local": hold.local, "remote": hold.remote, "direction": direction])
+                Log.info("\(hold) (\(direction))")
             }
         }
     }
@@ -191,6 +198,10 @@ struct Call: AsyncParsableCommand {
                 if trimmed.isEmpty { continue }
                 var type = trimmed
                 var object: [String: Any] = [:]
+                if trimmed.hasPrefix("dtmf ") {
+                    type = "dtmf"
+                    object["digits"] = String(trimmed.dropFirst(5)).trimmingCharacters(in: .whitespaces)
+                }
                 if trimmed.hasPrefix("{") {
                     guard let data = trimmed.data(using: .utf8),
                         let o = try? JSONSerialization.jsonObject(with: data) as? [String: Any], let t = o["type"] as? String
@@ -220,6 +231,23 @@ struct Call: AsyncParsableCommand {
                     await session.setMuted(false)
                 case "renew":
                     await session.renewMedia()
+                case "hold", "resume":
+                    do {
+                        if type == "hold" { try await session.hold() } else { try await session.resume() }
+                    } catch {
+                        output.write(["type": "error", "code": error.code.rawValue, "terminal": false, "retryable": error.canRetry, "message": error.message])
+                        Log.error(error.description)
+                    }
+                case "dtmf":
+                    guard let digits = object["digits"] as? String else { continue }
+                    let toneMs = object["toneMs"] as? Int ?? 100
+                    let gapMs = object["gapMs"] as? Int ?? 70
+                    do {
+                        try await session.sendDTMF(digits, toneDuration: .milliseconds(toneMs), gap: .milliseconds(gapMs))
+                    } catch {
+                        output.write(["type": "error", "code": error.code.rawValue, "terminal": false, "retryable": error.canRetry, "message": error.message])
+                        Log.error(error.description)
+                    }
                 default:
                     continue  // the peer's state, statistics, error and pair lines
                 }

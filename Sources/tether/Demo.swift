@@ -61,9 +61,25 @@ struct Demo: AsyncParsableCommand {
     @Option(help: "How A's offer keys SRTP: sdes, dtls (DTLS-SRTP handshake) or both.")
     var keying: CallConfiguration.Keying = .sdes
 
+    @Option(help: "A puts the call on hold this many seconds after set-up (RFC 3264 re-offer).")
+    var holdAt: Double?
+
+    @Option(help: "How long A holds the call before resuming, in seconds.")
+    var holdFor: Double = 3
+
+    @Option(help: "DTMF digits A sends (RFC 4733 events), e.g. 123#.")
+    var dtmf: String?
+
+    @Option(help: "When A sends the DTMF digits, in seconds after set-up.")
+    var dtmfAt: Double = 1
+
     func validate() throws {
         guard duration > 0 && duration <= 3600 else { throw ValidationError("--duration must be in (0, 3600]") }
         if let outage, !(outage > 0 && outage <= 600) { throw ValidationError("--outage must be in (0, 600]") }
+        if let holdAt, !(holdAt >= 0 && holdFor > 0) { throw ValidationError("--hold-at must be ≥ 0 and --hold-for > 0") }
+        if let dtmf, dtmf.isEmpty || !dtmf.allSatisfy({ "0123456789*#ABCDabcd".contains($0) }) {
+            throw ValidationError("--dtmf takes the keys 0-9, *, #, A-D")
+        }
         guard (0...100).contains(loss) else { throw ValidationError("--loss must be in 0…100") }
     }
 
@@ -94,6 +110,8 @@ struct Demo: AsyncParsableCommand {
         if loss > 0 { plan += ", \(loss) % random loss (seed \(seed))" }
         if keying != .sdes { plan += ", keyed with \(keying == .dtls ? "DTLS-SRTP" : "SDES and DTLS-SRTP offered")" }
         if let outage { plan += ", a \(outage) s outage \(outageAt) s after set-up" }
+        if let holdAt { plan += ", A holds the call at \(holdAt) s for \(holdFor) s" }
+        if let dtmf { plan += ", A sends DTMF \(dtmf) at \(dtmfAt) s" }
         print("tether demo: " + plan)
         let signaling = InProcessSignaling(a: a, b: b, relay: relay) { side, event in timeline.show(side.rawValue, event) }
 
@@ -112,6 +130,27 @@ struct Demo: AsyncParsableCommand {
                 try? await Task.sleep(for: .seconds(outage))
                 relay?.blackHole(false)
                 timeline.note("relay", "path restored")
+            }
+        }
+        if let holdAt {
+            runSeconds = max(runSeconds, holdAt + holdFor + 2)
+            let holdFor = holdFor
+            Task {
+                try? await Task.sleep(for: .seconds(holdAt))
+                do { try await a.hold() } catch { timeline.note("A", "hold refused: \(error)") }
+                try? await Task.sleep(for: .seconds(holdFor))
+                do { try await a.resume() } catch { timeline.note("A", "resume refused: \(error)") }
+            }
+        }
+        if let dtmf {
+            runSeconds = max(runSeconds, dtmfAt + Double(dtmf.count) * 0.17 + 1)
+            let at = dtmfAt
+            Task {
+                try? await Task.sleep(for: .seconds(at))
+                do {
+                    try await a.sendDTMF(dtmf)
+                    timeline.note("A", "sends DTMF \(dtmf)")
+                } catch { timeline.note("A", "DTMF refused: \(error)") }
             }
         }
         let deadline = Date().addingTimeInterval(runSeconds)
@@ -170,9 +209,13 @@ final class Timeline: Sendable {
         case .outboundMediaChanged(let disrupted):
             note(side, disrupted ? "the peer stopped receiving our media" : "the peer receives our media again")
         case .localDescription(let d):
-            if d.isRestart { note(side, "sent restart \(d.kind.rawValue) through signaling") }
+            if d.isRestart { note(side, "sent re-\(d.kind.rawValue) through signaling") }
         case .statistics:
             break
+        case .dtmf(let digit, let milliseconds):
+            note(side, "received DTMF \(digit) (\(milliseconds) ms)")
+        case .holdChanged(let hold):
+            note(side, "\(hold)")
         }
     }
 }
