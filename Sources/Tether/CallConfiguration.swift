@@ -67,6 +67,9 @@ public struct CallConfiguration: Sendable {
     /// `UDP/TLS/RTP/SAVPF`, what WebRTC endpoints require), or both (`RTP/SAVPF` with both; the
     /// answer picks). Answers follow the offer, whichever keying it uses.
     public var keying: Keying = .sdes
+    /// Whether DTMF (RFC 4733 `telephone-event`) is offered and accepted: offers carry it at
+    /// 48000 and 8000 Hz, answers take the offer's. Off: `sendDTMF` throws 3004.
+    public var dtmf: Bool = true
 
     /// The DTLS certificate of this call; nil: the process's own (made once, as browsers do).
     /// A device that keeps its identity across restarts passes a stored one.

@@ -896,7 +896,8 @@ public actor CallSession {
                 maxAverageBitrateBitsPerSecond: UInt32(min(510_000, opus.bitrateBitsPerSecond * 2)), minPtimeMilliseconds: 10,
                 useInbandFEC: opus.inBandFEC, useDTX: opus.discontinuousTransmission),
             ptimeMilliseconds: UInt32(opus.frameDurationMilliseconds), iceUfrag: ufrag, icePwd: pwd,
-            candidates: parsed, endOfCandidates: true, crypto: crypto, dtls: dtls)
+            candidates: parsed, endOfCandidates: true, crypto: crypto, dtls: dtls,
+            telephoneEvents: configuration.dtmf ? TelephoneEventFormat.defaultOffer : [])
     }
 
     /// Creates the ICE transport and gathers local candidates.

@@ -10,20 +10,29 @@ final class EventRecorder: Sendable {
         let states = Mutex<[(CallState, Double)]>([])
         let errors = Mutex<[TetherError]>([])
         let devices = Mutex<[(AudioDirection, AudioDeviceEvent)]>([])
+        let dtmf = Mutex<[(Character, Int)]>([])
+        let holds = Mutex<[HoldState]>([])
+        let descriptions = Mutex<[SessionDescriptionMessage]>([])
         let wakeup = Wakeup()
     }
 
     private let store = Store()
     private let task: Task<Void, Never>
 
-    init(_ session: CallSession) {
+    /// Records `session.events` or, with `subscribing`, a further subscription (when something
+    /// else, such as `InProcessSignaling`, consumes `events`).
+    init(_ session: CallSession, subscribing: Bool = false) {
         let store = self.store
+        let events = subscribing ? session.subscribeToEvents() : session.events
         task = Task {
-            for await event in session.events {
+            for await event in events {
                 switch event {
                 case .stateChanged(_, let to, let t): store.states.withLock { $0.append((to, t)) }
                 case .error(let e): store.errors.withLock { $0.append(e) }
                 case .audioDevice(let d, let e): store.devices.withLock { $0.append((d, e)) }
+                case .dtmf(let digit, let ms): store.dtmf.withLock { $0.append((digit, ms)) }
+                case .holdChanged(let h): store.holds.withLock { $0.append(h) }
+                case .localDescription(let d): store.descriptions.withLock { $0.append(d) }
                 default: break
                 }
                 store.wakeup.signal()
@@ -37,6 +46,13 @@ final class EventRecorder: Sendable {
     var stateNames: [String] { store.states.withLock { $0.map { $0.0.name } } }
     var recordedErrors: [TetherError] { store.errors.withLock { $0 } }
     var deviceEvents: [(AudioDirection, AudioDeviceEvent)] { store.devices.withLock { $0 } }
+    /// DTMF digits received, in order, and their durations.
+    var dtmfDigits: String { String(store.dtmf.withLock { $0.map(\.0) }) }
+    var dtmfDurations: [Int] { store.dtmf.withLock { $0.map(\.1) } }
+    /// Every `.holdChanged`, in order.
+    var holdChanges: [HoldState] { store.holds.withLock { $0 } }
+    /// Every description the session emitted, in order.
+    var descriptions: [SessionDescriptionMessage] { store.descriptions.withLock { $0 } }
 
     /// Waits until `count` device events match `match`.
     func waitForDeviceEvent(timeoutSeconds: Double, _ match: @escaping (AudioDirection, AudioDeviceEvent) -> Bool) async -> Bool {
