@@ -271,11 +271,7 @@ public actor CallSession {
         }
         guard !candidates.isEmpty else { return .foundNothing }
         sdpSessionVersion += 1
-        var parameters = localParameters(
-            candidates: candidates, crypto: negotiated.localCrypto.map { [$0] } ?? [], dtls: dtls?.localParameters)
-        parameters.mid = negotiated.mid
-        parameters.direction = offerDirection
-        let offer = AudioOfferAnswer.makeOffer(parameters)
+        let offer = AudioOfferAnswer.makeOffer(reofferParameters(candidates: candidates, negotiated: negotiated))
         localOffer = offer
         pendingOffer = .restart
         offeredHold = wantsHold
@@ -533,8 +529,10 @@ public actor CallSession {
     private func applyDirection() {
         guard let result = negotiated else { return }
         let weSend = result.direction.isSending && !holdInForce
-        // A peer that is `sendonly` holds us (RFC 3264 §8.4) and may send nothing but RTCP.
-        let peerSends = result.remoteDirection.isSending && !remoteHold
+        // The peer sends what we receive as negotiated (its offer's direction is not what it does
+        // once our answer narrowed it); a peer that is `sendonly` holds us (RFC 3264 §8.4) and
+        // may send nothing but RTCP.
+        let peerSends = result.direction.isReceiving && !remoteHold
         media?.sendsMedia.store(weSend, ordering: .relaxed)
         media?.muted.store(isMuted || wantsHold, ordering: .relaxed)
         feed(.peerSendsMedia(peerSends))
@@ -559,6 +557,20 @@ public actor CallSession {
         guard mediaRunning else { return }
         let sends = (negotiated?.direction.isSending ?? true) && !remoteHold
         if !isMuted && !wantsHold && sends { startSource() } else { stopSource() }
+    }
+
+    /// What a re-offer (restart, hold, resume) carries: the session in force as negotiated, with
+    /// its payload types unchanged (RFC 3264 §8.3.2: Opus and telephone-event keep the numbers
+    /// the first offer/answer gave them, whichever side chose them), the same keys and mid, and
+    /// the direction our hold asks for.
+    private func reofferParameters(candidates: [String], negotiated: NegotiatedAudio) -> LocalAudioParameters {
+        var parameters = localParameters(
+            candidates: candidates, crypto: negotiated.localCrypto.map { [$0] } ?? [], dtls: dtls?.localParameters)
+        parameters.mid = negotiated.mid
+        parameters.direction = offerDirection
+        parameters.opusPayloadType = negotiated.opusPayloadType
+        parameters.telephoneEvents = negotiated.telephoneEvent.map { [$0] } ?? []
+        return parameters
     }
 
     /// The direction our offers carry: on hold `sendonly`, or `inactive` when the peer holds us
@@ -609,12 +621,7 @@ public actor CallSession {
             machine?.attemptInFlight == nil, let negotiated, let transport, !state.isEnded, state != .ending
         else { return }
         sdpSessionVersion += 1
-        var parameters = localParameters(
-            candidates: gathered ?? transport.localCandidates(), crypto: negotiated.localCrypto.map { [$0] } ?? [],
-            dtls: dtls?.localParameters)
-        parameters.mid = negotiated.mid
-        parameters.direction = offerDirection
-        let offer = AudioOfferAnswer.makeOffer(parameters)
+        let offer = AudioOfferAnswer.makeOffer(reofferParameters(candidates: gathered ?? transport.localCandidates(), negotiated: negotiated))
         localOffer = offer
         pendingOffer = .direction
         offeredHold = wantsHold
@@ -1033,7 +1040,7 @@ public actor CallSession {
         let now = instantNow()
         // A peer whose first description does not receive holds the call from the start.
         remoteHold = !result.remoteDirection.isReceiving
-        _ = m.handle(.peerSendsMedia(result.remoteDirection.isSending && !remoteHold), now: now)
+        _ = m.handle(.peerSendsMedia(result.direction.isReceiving && !remoteHold), now: now)
         _ = m.handle(.weSendMedia(result.direction.isSending), now: now)
         if remoteHold {
             let hold = HoldState(local: false, remote: true)

@@ -138,7 +138,7 @@ struct HoldAndDTMFTests {
         let sent = (c.a.statistics().packetsSent, c.b.statistics().packetsSent)
         try await Task.sleep(for: .seconds(1.5))
         #expect(c.a.statistics().packetsSent == sent.0 && c.b.statistics().packetsSent == sent.1)
-        #expect(c.a.state == .established && c.b.state == .established)
+        #expect(c.a.state == .established && c.b.state == .established, "A went \(c.ra.stateNames), B \(c.rb.stateNames)")
         try await c.a.resume()
         let decoded = c.b.statistics().framesDecoded
         #expect(await waitUntil(timeoutSeconds: 5) { c.b.statistics().framesDecoded > decoded + 25 })
@@ -189,6 +189,33 @@ struct HoldAndDTMFTests {
         let decoded = sb.framesDecoded
         #expect(await waitUntil(timeoutSeconds: 5) { c.b.statistics().framesDecoded > decoded + 25 })
         await c.end()
+    }
+
+    /// Re-offers keep the payload types the first offer/answer gave (RFC 3264 §8.3.2): a Tether
+    /// that answered a SIP phone's Opus on 96 and telephone-event/8000 on 101 holds with the same.
+    @Test func aReofferKeepsTheNegotiatedPayloadTypes() async throws {
+        let a = try CallSession(configuration: CallConfiguration(localAddresses: ["127.0.0.1"], statisticsIntervalSeconds: 0))
+        let b = try CallSession(configuration: CallConfiguration(localAddresses: ["127.0.0.1"], statisticsIntervalSeconds: 0))
+        let rb = EventRecorder(b)
+        try await a.start()
+        try await b.start()
+        // A's offer as a SIP phone would put it: Opus on 96, telephone-event only at 8000 on 101.
+        let offer = try await a.makeOffer()
+            .replacingOccurrences(of: "111 101 100", with: "96 101")
+            .replacingOccurrences(of: ":111 ", with: ":96 ")
+            .replacingOccurrences(of: "a=rtpmap:101 telephone-event/48000\r\na=fmtp:101 0-15\r\n", with: "")
+            .replacingOccurrences(of: "a=rtpmap:100 telephone-event/8000\r\na=fmtp:100 0-15", with: "a=rtpmap:101 telephone-event/8000\r\na=fmtp:101 0-15")
+        let answer = try await b.acceptOffer(offer)
+        #expect(answer.contains(" 96 101\r\n") && answer.contains("a=rtpmap:101 telephone-event/8000"))
+        try await b.hold()
+        #expect(await waitUntil(timeoutSeconds: 5) { rb.descriptions.contains { $0.kind == .offer } })
+        let reoffer = try #require(rb.descriptions.last { $0.kind == .offer })
+        #expect(reoffer.sdp.contains(" 96 101\r\n"))
+        #expect(reoffer.sdp.contains("a=rtpmap:96 opus/48000/2") && reoffer.sdp.contains("a=rtpmap:101 telephone-event/8000"))
+        #expect(!reoffer.sdp.contains("111") && !reoffer.sdp.contains("telephone-event/48000"))
+        #expect(reoffer.sdp.contains("a=sendonly"))
+        await a.hangUp()
+        await b.hangUp()
     }
 
     @Test func sendDTMFRefusesWhatItCannotSendWithTypedErrors() async throws {
