@@ -518,7 +518,7 @@ public actor CallSession {
         }
         let peerCouldReceive = answering || (ourOfferedDirection?.isSending ?? true)
         if peerCouldReceive { remoteHold = !result.remoteDirection.isReceiving }
-        media?.setTelephoneEvent(result.telephoneEvent)
+        media?.setTelephoneEvents(send: result.telephoneEvent, receivable: result.receivableTelephoneEvents)
         applyDirection()
         offerHoldChangeIfNeeded()
     }
@@ -569,7 +569,7 @@ public actor CallSession {
         parameters.mid = negotiated.mid
         parameters.direction = offerDirection
         parameters.opusPayloadType = negotiated.opusPayloadType
-        parameters.telephoneEvents = negotiated.telephoneEvent.map { [$0] } ?? []
+        parameters.telephoneEvents = negotiated.receivableTelephoneEvents
         return parameters
     }
 
@@ -1098,7 +1098,8 @@ public actor CallSession {
                 jitterBufferMaximumMilliseconds: configuration.jitterBufferMaximumMilliseconds,
                 usesFEC: configuration.opus.inBandFEC, concealsLoss: configuration.concealsLoss,
                 rtcpIntervalSeconds: configuration.rtcpIntervalSeconds, sendsMedia: result.direction.isSending && !holdInForce,
-                lossAdaptation: adaptation, telephoneEvent: result.telephoneEvent, notify: { sink.yield(.media($0)) })
+                lossAdaptation: adaptation, telephoneEvent: result.telephoneEvent,
+                receivableTelephoneEvents: result.receivableTelephoneEvents, notify: { sink.yield(.media($0)) })
         } catch let error as SRTPError {
             throw TetherError(code: .srtpSetupFailed, isTerminal: false, canRetry: false, message: "\(error)", cause: error)
         } catch {

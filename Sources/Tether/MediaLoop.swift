@@ -51,8 +51,10 @@ final class MediaLoop: @unchecked Sendable {
         var sendsMedia: Bool = true
         /// Adapts the encoder's expected loss, FEC and bitrate to the peer's reports.
         var lossAdaptation: LossAdaptation
-        /// The negotiated RFC 4733 telephone-event format (DTMF both ways), if any.
+        /// The negotiated RFC 4733 telephone-event format we send DTMF with, and the ones the peer
+        /// may send with (all packed by `packFormats`).
         var telephoneEvent: TelephoneEventFormat? = nil
+        var receivableTelephoneEvents: [TelephoneEventFormat] = []
         var notify: @Sendable (MediaNotification) -> Void
     }
 
@@ -77,14 +79,17 @@ final class MediaLoop: @unchecked Sendable {
     /// waits for them.
     let dtmfToSend = SPSCRing<UInt64>(capacity: 64)
     let dtmfReceived = SPSCRing<UInt64>(capacity: 64)
-    /// The negotiated telephone-event format, packed (`packFormat`; 0: none); changed by a
+    /// The negotiated telephone-event formats, packed (`packFormats`; 0: none); changed by a
     /// renegotiation. Relaxed: one word, read once per pass.
-    private let telephoneEventSetting: Atomic<UInt32>
-    /// The format in use on the media thread, and its sender and receiver.
-    private var telephoneEventInUse: UInt32 = 0
+    private let telephoneEventSetting: Atomic<UInt64>
+    /// The formats in use on the media thread: the sender's, and a receiver for each payload type
+    /// the peer may send events on (two rates can be negotiated).
+    private var telephoneEventInUse: UInt64 = 0
     private var telephoneEventPayloadType: UInt8 = 0
     private var dtmfSender: DTMFSender?
     private var dtmfReceiver: DTMFReceiver?
+    private var alternateEventPayloadType: UInt8 = 0
+    private var alternateDTMFReceiver: DTMFReceiver?
 
     private let setup: Setup
     /// SRTP both ways: the setup's contexts, replaced between passes when the session re-keys
@@ -166,7 +171,7 @@ final class MediaLoop: @unchecked Sendable {
         outbound = setup.outbound
         inbound = setup.inbound
         sendsMedia = Atomic(setup.sendsMedia)
-        telephoneEventSetting = Atomic(Self.packFormat(setup.telephoneEvent))
+        telephoneEventSetting = Atomic(Self.packFormats(send: setup.telephoneEvent, receivable: setup.receivableTelephoneEvents))
         lossAdaptation = setup.lossAdaptation
         stats.encoderExpectedLossPercent = setup.lossAdaptation.settings.expectedLossPercent
         stats.encoderInBandFEC = setup.lossAdaptation.settings.inBandFEC
@@ -276,6 +281,7 @@ final class MediaLoop: @unchecked Sendable {
         drainReceived()
         if dtmfReceiver != nil {
             dtmfReceiver!.expire(now: now)
+            alternateDTMFReceiver?.expire(now: now)
             forwardReceivedDigits()
         }
         fillPlayback(now: now)
@@ -312,10 +318,18 @@ final class MediaLoop: @unchecked Sendable {
 
     // MARK: DTMF (RFC 4733)
 
-    /// `telephone-event` as one word: 1 << 24 | clock rate in kHz << 8 | payload type; 0 for none.
+    /// A `telephone-event` format as one word: 1 << 24 | clock rate in kHz << 8 | payload type.
     static func packFormat(_ format: TelephoneEventFormat?) -> UInt32 {
         guard let format else { return 0 }
         return 1 << 24 | (format.clockRateHz / 1000) << 8 | UInt32(format.payloadType)
+    }
+
+    /// The formats as one word: the one we send with (low half), another the peer may send with
+    /// (high half); 0 for none.
+    static func packFormats(send: TelephoneEventFormat?, receivable: [TelephoneEventFormat]) -> UInt64 {
+        guard let send else { return 0 }
+        let other = receivable.first { $0.payloadType != send.payloadType }
+        return UInt64(packFormat(send)) | UInt64(packFormat(other)) << 32
     }
 
     /// A tone for `dtmfToSend`: event | duration ms << 8 | gap ms << 24 (each duration ≤ 65535).
@@ -332,8 +346,8 @@ final class MediaLoop: @unchecked Sendable {
 
     /// Takes the telephone-event format a renegotiation set (the session's `setTelephoneEvent`).
     /// Control thread.
-    func setTelephoneEvent(_ format: TelephoneEventFormat?) {
-        telephoneEventSetting.store(Self.packFormat(format), ordering: .relaxed)
+    func setTelephoneEvents(send: TelephoneEventFormat?, receivable: [TelephoneEventFormat]) {
+        telephoneEventSetting.store(Self.packFormats(send: send, receivable: receivable), ordering: .relaxed)
     }
 
     /// Rebuilds the DTMF sender and receiver when the format changed (a few words, no allocation).
@@ -342,21 +356,25 @@ final class MediaLoop: @unchecked Sendable {
         let setting = telephoneEventSetting.load(ordering: .relaxed)
         guard setting != telephoneEventInUse else { return }
         telephoneEventInUse = setting
-        guard setting != 0 else {
-            dtmfSender = nil
-            dtmfReceiver = nil
-            return
-        }
-        let rate = (setting >> 8 & 0xFFFF) * 1000
+        dtmfSender = nil
+        dtmfReceiver = nil
+        alternateDTMFReceiver = nil
+        guard setting != 0 else { return }
+        let rate = UInt32(setting >> 8 & 0xFFFF) * 1000
         telephoneEventPayloadType = UInt8(truncatingIfNeeded: setting)
         dtmfSender = DTMFSender(eventClockRateHz: rate, frameMilliseconds: setup.encoder.configuration.frameDurationMilliseconds)
         dtmfReceiver = DTMFReceiver(eventClockRateHz: rate)
+        let other = setting >> 32
+        if other != 0 {
+            alternateEventPayloadType = UInt8(truncatingIfNeeded: other)
+            alternateDTMFReceiver = DTMFReceiver(eventClockRateHz: UInt32(other >> 8 & 0xFFFF) * 1000)
+        }
     }
 
     /// Moves the digits the receiver completed into `dtmfReceived` (dropped if the session let
     /// 64 pile up).
     private func forwardReceivedDigits() {
-        while let digit = dtmfReceiver?.takeReceived() {
+        while let digit = dtmfReceiver?.takeReceived() ?? alternateDTMFReceiver?.takeReceived() {
             stats.dtmfDigitsReceived += 1
             var word = UInt64(digit.digit.event) | (digit.endSeen ? 0x100 : 0) | UInt64(UInt32(clamping: digit.durationMilliseconds)) << 16
             _ = withUnsafePointer(to: &word) { dtmfReceived.write(UnsafeBufferPointer(start: $0, count: 1)) }
@@ -445,6 +463,7 @@ final class MediaLoop: @unchecked Sendable {
         reception = ReceptionStatistics()
         jitterBuffer.restartStream()
         dtmfReceiver?.reset()
+        alternateDTMFReceiver?.reset()
         remoteSSRC = ssrc
         lastSenderReportMiddle32 = 0
         lastSenderReportArrivalNanoseconds = 0
@@ -496,8 +515,9 @@ final class MediaLoop: @unchecked Sendable {
                 acceptsNewSource = false
                 if let current = remoteSSRC, header.ssrc != current { switchSource(to: header.ssrc) }
             }
-            isEvent = dtmfReceiver != nil && header.payloadType == telephoneEventPayloadType
-            try header.validate(expectedPayloadType: isEvent ? telephoneEventPayloadType : setup.payloadType, expectedSSRC: remoteSSRC)
+            isEvent = dtmfReceiver != nil
+                && (header.payloadType == telephoneEventPayloadType || (alternateDTMFReceiver != nil && header.payloadType == alternateEventPayloadType))
+            try header.validate(expectedPayloadType: isEvent ? header.payloadType : setup.payloadType, expectedSSRC: remoteSSRC)
         } catch {
             stats.malformedPackets += 1
             return
@@ -524,7 +544,11 @@ final class MediaLoop: @unchecked Sendable {
                 return
             }
             stats.dtmfPacketsReceived += 1
-            dtmfReceiver?.receive(event, timestamp: header.timestamp, now: arrivalNanoseconds)
+            if header.payloadType == telephoneEventPayloadType {
+                dtmfReceiver?.receive(event, timestamp: header.timestamp, now: arrivalNanoseconds)
+            } else {
+                alternateDTMFReceiver?.receive(event, timestamp: header.timestamp, now: arrivalNanoseconds)
+            }
             forwardReceivedDigits()
             return
         }

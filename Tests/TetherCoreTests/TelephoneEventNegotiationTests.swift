@@ -53,6 +53,17 @@ struct TelephoneEventNegotiationTests {
         answer.media[0].formatParameters = [FormatParametersAttribute(payloadType: 100, parameters: [FormatParameter(name: "0-16", value: nil)])]
         #expect(try AudioOfferAnswer.processAnswer(answer, to: offer).telephoneEvent == TelephoneEventFormat(payloadType: 100, clockRateHz: 8000))
 
+        // An answer keeping both rates (Chromium's does): we send at 48000, and take either.
+        answer.media[0].formats = ["111", "100", "101"]
+        answer.media[0].rtpMaps.append(RTPMapAttribute(payloadType: 101, encodingName: "telephone-event", clockRateHz: 48_000))
+        let both = try AudioOfferAnswer.processAnswer(answer, to: offer)
+        #expect(both.telephoneEvent == TelephoneEventFormat(payloadType: 101, clockRateHz: 48_000))
+        #expect(both.receivableTelephoneEvents == [
+            TelephoneEventFormat(payloadType: 101, clockRateHz: 48_000), TelephoneEventFormat(payloadType: 100, clockRateHz: 8000),
+        ])
+        answer.media[0].formats = ["111", "100"]
+        answer.media[0].rtpMaps.removeLast()
+
         answer.media[0].formats = ["111", "120"]
         answer.media[0].rtpMaps[1].payloadType = 120
         answer.media[0].formatParameters = []

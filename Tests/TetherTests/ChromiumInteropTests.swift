@@ -115,6 +115,48 @@ struct ChromiumInteropTests {
         _ = await chromium.waitForExit(timeoutSeconds: 10)
     }
 
+    /// DTMF from a browser: Chromium's `RTCRtpSender.dtmf.insertDTMF("123#")` sends RFC 4733
+    /// events, which Tether reports as the digits 1, 2, 3, # once each. (A browser cannot report
+    /// DTMF it receives, so this direction is the one a browser can prove.) Either side offers;
+    /// the telephone-event at the Opus clock rate is what is negotiated.
+    @Test(arguments: ["offer", "answer"])
+    func chromiumsInsertDTMFArrivesAtTetherAsDigits(tetherRole: String) async throws {
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let tether = try CallProcess(
+            name: "tether",
+            arguments: ["--role", tetherRole, "--keying", "dtls", "--local-address", "127.0.0.1", "--statistics-interval", "0.5"])
+        let chromium = try CallProcess(
+            name: "chromium",
+            program: ["python3", Self.script, "--role", tetherRole == "offer" ? "answer" : "offer", "--audio", try Self.toneFile(dir)])
+        tether.relayLines(to: chromium)
+        chromium.relayLines(to: tether)
+        #expect(await tether.waitFor(state: "established", timeoutSeconds: 30) != nil)
+        let connected = try #require(await chromium.report(timeoutSeconds: 20) { ($0["packetsReceived"] as? Int ?? 0) > 25 })
+        #expect(connected["canInsertDTMF"] as? Bool == true)
+        // Both descriptions name telephone-event at 48000 (Tether offers it first, answers it
+        // when the browser offers it).
+        let descriptions = (tether.objects + chromium.objects).compactMap { $0.object["sdp"] as? String }
+        #expect(descriptions.count >= 2 && descriptions.allSatisfy { $0.contains("telephone-event/48000") })
+
+        chromium.send("dtmf 123#")
+        let digits = { tether.objects.filter { $0.object["type"] as? String == "dtmf-received" }.map { $0.object } }
+        #expect(await waitUntil(timeoutSeconds: 15) { digits().count >= 4 })
+        try await Task.sleep(for: .milliseconds(500))  // no digit twice
+        #expect(digits().compactMap { $0["digit"] as? String }.joined() == "123#")
+        #expect(digits().allSatisfy { (60...140).contains($0["durationMs"] as? Int ?? 0) })  // Chromium's 100 ms tones
+        #expect(chromium.objects.filter { $0.object["type"] as? String == "dtmf-sent" }.count == 4)
+        // The statistics line (every 0.5 s) catches up with the digits.
+        #expect(await waitUntil(timeoutSeconds: 5) {
+            (tether.lastStatistics?["dtmfPacketsReceived"] as? Int ?? 0) >= 4 * 3 && tether.lastStatistics?["dtmfDigitsReceived"] as? Int == 4
+        })
+        #expect(!tether.states.contains("mediaDisrupted"))
+        tether.send("hangup")
+        #expect(await tether.waitForExit(timeoutSeconds: 10) == 0)
+        chromium.send("hangup")
+        _ = await chromium.waitForExit(timeoutSeconds: 10)
+    }
+
     /// Tether and Chromium in two network namespaces joined by a veth pair; nftables drops all
     /// UDP in Tether's namespace for 5 s. Tether sees the outage, offers an ICE restart, Chromium
     /// answers it, and media is back soon after the path returns, on the same DTLS association.

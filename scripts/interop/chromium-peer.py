@@ -4,9 +4,21 @@
 Offers or answers with a real RTCPeerConnection (Debian's chromium, driven through the DevTools
 protocol on a pipe), plays a WAV file as its microphone, and reports what it hears: on stdin it
 takes the peer's offer/answer lines and the commands `restart` (pc.restartIce() and a re-offer),
-`report` and `hangup`; on stdout it prints offer/answer lines, state lines and, for `report`, a
-report line with the connection and DTLS states, packet counts and the dominant frequency of the
-received audio. Facts about the flags: shared/notes/ENVIRONMENT.md, "WebRTC peers".
+`report`, `dtmf` and `hangup`; on stdout it prints offer/answer lines, state lines and, for
+`report`, a report line with the connection and DTLS states, packet counts, the dominant frequency
+of the received audio and the audio sender's canInsertDTMF. Facts about the flags:
+shared/notes/ENVIRONMENT.md, "WebRTC peers".
+
+DTMF (RFC 4733 through the audio sender's RTCDTMFSender): `dtmf 123#` or
+{"type":"dtmf","tones":"123#","duration":100,"gap":70} (milliseconds; these are the defaults, and
+Chromium clamps them) calls insertDTMF(tones, duration, gap); an empty tones string cancels the
+tones not yet played. It prints {"type":"dtmf-queued","toneBuffer":…,"canInsertDTMF":true}, or
+{"type":"dtmf-error","message":…,"canInsertDTMF":…} when the sender has no `dtmf`, canInsertDTMF is
+false (the answer has no telephone-event at all: with only telephone-event/8000 beside opus,
+Chromium 156 sends at 8000 and canInsertDTMF is true) or insertDTMF throws (a tone not in
+"0123456789ABCD#*,"). Then, from the page's tonechange events (polled every 0.1 s, in order),
+{"type":"dtmf-sent","tone":"1"} as each tone starts (`,` is a 2 s pause) and {"type":"dtmf-done"}
+when the buffer is empty. A JSON dtmf line without string tones is ignored.
 """
 import argparse, http.server, json, os, select, shutil, socketserver, subprocess, sys, tempfile, threading, time
 
@@ -56,7 +68,7 @@ function peakHertz() {
 }
 async function report() {
   const r = await pc.getStats();
-  const out = {connectionState: pc.connectionState, iceConnectionState: pc.iceConnectionState, receivedPeakHertz: peakHertz()};
+  const out = {connectionState: pc.connectionState, iceConnectionState: pc.iceConnectionState, receivedPeakHertz: peakHertz(), canInsertDTMF: canInsertDTMF()};
   r.forEach(s => {
     if (s.type === 'inbound-rtp' && s.kind === 'audio') { out.packetsReceived = s.packetsReceived; out.packetsLost = s.packetsLost; out.totalAudioEnergy = s.totalAudioEnergy; }
     if (s.type === 'outbound-rtp' && s.kind === 'audio') out.packetsSent = s.packetsSent;
@@ -64,6 +76,19 @@ async function report() {
   });
   return JSON.stringify(out);
 }
+let dtmfEvents = [];
+function audioSender() { return pc && pc.getSenders().find(s => s.track && s.track.kind === 'audio'); }
+function canInsertDTMF() { const s = audioSender(); return !!(s && s.dtmf && s.dtmf.canInsertDTMF); }
+function sendDTMF(tones, duration, gap) {
+  const s = audioSender(), dtmf = s && s.dtmf;
+  if (!dtmf) return {type: 'dtmf-error', message: 'the audio sender has no dtmf', canInsertDTMF: false};
+  if (!dtmf.canInsertDTMF) return {type: 'dtmf-error', message: 'canInsertDTMF is false', canInsertDTMF: false};
+  dtmf.ontonechange = e => dtmfEvents.push(e.tone ? {type: 'dtmf-sent', tone: e.tone} : {type: 'dtmf-done'});
+  try { dtmf.insertDTMF(tones, duration, gap); }
+  catch (e) { return {type: 'dtmf-error', message: `${e.name}: ${e.message}`, canInsertDTMF: true}; }
+  return {type: 'dtmf-queued', toneBuffer: dtmf.toneBuffer, canInsertDTMF: true};
+}
+function takeDTMFEvents() { const e = dtmfEvents; dtmfEvents = []; return e; }
 function hangUp() { pc.close(); return 'ok'; }
 </script></body></html>"""
 
@@ -161,19 +186,28 @@ def main():
 
         if args.role == "offer":
             out({"type": "offer", "sdp": cdp.evaluate(session, "makeOffer(false)"), "restart": False})
-        offers_sent = 0
+        offers_sent, pending = 0, b""
         while True:
-            ready = select.select([sys.stdin], [], [], 0.1)[0]
+            # stdin is read unbuffered: lines that arrive together are all handled now, not at the next input.
+            ready = b"\n" in pending or select.select([sys.stdin], [], [], 0.1)[0]
             if pc_ready := cdp.evaluate(session, "!!pc"):
                 report_state()
+                for event in cdp.evaluate(session, "takeDTMFEvents()"):
+                    out(event)
             if not ready:
                 continue
-            line = sys.stdin.readline()
-            if not line:
-                break
-            line = line.strip()
+            if b"\n" not in pending:
+                chunk = os.read(sys.stdin.fileno(), 1 << 20)
+                if not chunk and not pending:
+                    break
+                pending += chunk or b"\n"
+                if b"\n" not in pending:
+                    continue
+            line, pending = pending.split(b"\n", 1)
+            line = line.decode().strip()
             try:
-                msg = json.loads(line) if line.startswith("{") else {"type": line}
+                word, _, tones = line.partition(" ")
+                msg = json.loads(line) if line.startswith("{") else {"type": "dtmf", "tones": tones.strip()} if word == "dtmf" else {"type": line}
             except json.JSONDecodeError:
                 continue
             kind = msg.get("type")
@@ -188,6 +222,9 @@ def main():
                 rep = json.loads(cdp.evaluate(session, "report()"))
                 rep["type"] = "report"
                 out(rep)
+            elif kind == "dtmf" and isinstance(msg.get("tones"), str):
+                call = f"sendDTMF({json.dumps(msg['tones'])}, {json.dumps(msg.get('duration', 100))}, {json.dumps(msg.get('gap', 70))})"
+                out(cdp.evaluate(session, call))
             elif kind == "hangup":
                 cdp.evaluate(session, "hangUp()")
                 out({"type": "state", "state": "ended", "seconds": round(time.time() - started, 3)})

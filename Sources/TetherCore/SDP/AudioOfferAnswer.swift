@@ -172,8 +172,12 @@ public struct NegotiatedAudio: Sendable, Equatable {
     public var direction: MediaDirection
     /// The `a=mid` of the audio section, if any.
     public var mid: String?
-    /// The negotiated `telephone-event` format (RFC 4733 DTMF) both ways, if any.
+    /// The negotiated `telephone-event` format (RFC 4733 DTMF) we send with, if any: at 48000
+    /// (the Opus clock) when both rates are negotiated.
     public var telephoneEvent: TelephoneEventFormat?
+    /// Every `telephone-event` format the peer may send with: an answer may keep both our offered
+    /// rates, and its side picks either (Chromium sends at 8000 when both are there).
+    public var receivableTelephoneEvents: [TelephoneEventFormat]
 
     /// Creates a negotiation result.
     public init(
@@ -181,7 +185,7 @@ public struct NegotiatedAudio: Sendable, Equatable {
         remoteMaxPtimeMilliseconds: UInt32?, remoteICEUfrag: String, remoteICEPwd: String, remoteICELite: Bool,
         remoteCandidates: [ICECandidate], remoteEndOfCandidates: Bool, keying: NegotiatedKeying,
         remoteDirection: MediaDirection, direction: MediaDirection, mid: String?,
-        telephoneEvent: TelephoneEventFormat? = nil
+        telephoneEvent: TelephoneEventFormat? = nil, receivableTelephoneEvents: [TelephoneEventFormat]? = nil
     ) {
         self.opusPayloadType = opusPayloadType
         self.remoteOpusParameters = remoteOpusParameters
@@ -197,6 +201,7 @@ public struct NegotiatedAudio: Sendable, Equatable {
         self.direction = direction
         self.mid = mid
         self.telephoneEvent = telephoneEvent
+        self.receivableTelephoneEvents = receivableTelephoneEvents ?? telephoneEvent.map { [$0] } ?? []
     }
 }
 
@@ -397,7 +402,8 @@ public enum AudioOfferAnswer {
             remoteCandidates: usableCandidates(remote.candidates),
             remoteEndOfCandidates: remote.endOfCandidates || answer.endOfCandidates,
             keying: keying, remoteDirection: remoteDirection, direction: negotiatedDirection, mid: remote.mid ?? ours.mid,
-            telephoneEvent: TelephoneEventFormat.answered(in: remote, offered: ours))
+            telephoneEvent: TelephoneEventFormat.answered(in: remote, offered: ours).first,
+            receivableTelephoneEvents: TelephoneEventFormat.answered(in: remote, offered: ours))
     }
 
     // MARK: Helpers

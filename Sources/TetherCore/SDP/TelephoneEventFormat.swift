@@ -51,11 +51,12 @@ public struct TelephoneEventFormat: Sendable, Equatable {
         return offered.first { $0.clockRateHz == 48_000 } ?? offered.first
     }
 
-    /// The answer's format, when it is one we offered at the same rate (anything else: no DTMF).
-    static func answered(in answer: MediaDescription, offered: MediaDescription) -> TelephoneEventFormat? {
+    /// The answer's formats that we offered at the same rate, the one at 48000 (the Opus clock)
+    /// first (anything else: no DTMF).
+    static func answered(in answer: MediaDescription, offered: MediaDescription) -> [TelephoneEventFormat] {
         let ours = all(in: offered)
         let theirs = all(in: answer).filter { format in ours.contains { $0.payloadType == format.payloadType && $0.clockRateHz == format.clockRateHz } }
-        return theirs.first { $0.clockRateHz == 48_000 } ?? theirs.first
+        return theirs.filter { $0.clockRateHz == 48_000 } + theirs.filter { $0.clockRateHz != 48_000 }
     }
 
     /// Whether an event list such as `0-15`, `0-16`, `0-11,12-15` names every event 0…15.
