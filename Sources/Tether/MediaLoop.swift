@@ -374,7 +374,10 @@ final class MediaLoop: @unchecked Sendable {
     /// Moves the digits the receiver completed into `dtmfReceived` (dropped if the session let
     /// 64 pile up).
     private func forwardReceivedDigits() {
-        while let digit = dtmfReceiver?.takeReceived() ?? alternateDTMFReceiver?.takeReceived() {
+        while true {
+            var digit = dtmfReceiver?.takeReceived()
+            if digit == nil { digit = alternateDTMFReceiver?.takeReceived() }
+            guard let digit else { return }
             stats.dtmfDigitsReceived += 1
             var word = UInt64(digit.digit.event) | (digit.endSeen ? 0x100 : 0) | UInt64(UInt32(clamping: digit.durationMilliseconds)) << 16
             _ = withUnsafePointer(to: &word) { dtmfReceived.write(UnsafeBufferPointer(start: $0, count: 1)) }

@@ -17,15 +17,22 @@ public enum OpusPacket {
 
     /// The coding mode of `packet`, or nil for an empty packet.
     public static func mode(of packet: UnsafeRawBufferPointer) -> Mode? {
-        guard let toc = packet.first else { return nil }
+        guard let toc = firstByte(packet) else { return nil }
         return mode(toc: toc)
+    }
+
+    /// The TOC byte. (Not `packet.first`: unspecialised in a debug build, the generic
+    /// `Collection.first` allocates, and the media thread calls this per lost frame.)
+    @inline(__always)
+    private static func firstByte(_ packet: UnsafeRawBufferPointer) -> UInt8? {
+        packet.count > 0 ? packet[0] : nil
     }
 
     /// Whether the packet's first frame carries LBRR data (in-band FEC for the frame before it):
     /// the SILK header's LBRR flag of the mid channel, or of the side channel for stereo.
     /// False for CELT-only packets, for malformed packets and for empty (DTX) frames.
     public static func hasLBRR(_ packet: UnsafeRawBufferPointer) -> Bool {
-        guard let toc = packet.first, let first = firstFrame(of: packet), !first.isEmpty else { return false }
+        guard let toc = firstByte(packet), let first = firstFrame(of: packet), !first.isEmpty else { return false }
         let config = Int(toc >> 3)
         // SILK frames in one Opus frame: one for 10 and 20 ms, two for 40, three for 60.
         let silkFrames: Int
@@ -48,7 +55,7 @@ public enum OpusPacket {
     /// The byte range of the first frame in `packet` (after the TOC byte and any frame-count,
     /// padding and length bytes), or nil when the framing is invalid (RFC 6716 §3.4's rules).
     public static func firstFrame(of packet: UnsafeRawBufferPointer) -> Range<Int>? {
-        guard let toc = packet.first else { return nil }
+        guard let toc = firstByte(packet) else { return nil }
         let end = packet.count
         var at = 1
         switch toc & 0x03 {
@@ -111,10 +118,8 @@ public enum OpusPacket {
     }
 
     private static func mode(toc: UInt8) -> Mode {
-        switch toc >> 3 {
-        case 0..<12: .silk
-        case 12..<16: .hybrid
-        default: .celt
-        }
+        let configuration = toc >> 3
+        if configuration < 12 { return .silk }
+        return configuration < 16 ? .hybrid : .celt
     }
 }

@@ -71,7 +71,7 @@ struct MediaLoopAllocationTests {
     private func loop(
         transport: ICETransport, ring: PacketRing, worker: MediaWorker = MediaWorker(driven: true, clock: manualClock),
         send: SRTPKeyMaterial,
-        receive: SRTPKeyMaterial, capture: SPSCRing<Int16>, playback: SPSCRing<Int16>
+        receive: SRTPKeyMaterial, capture: SPSCRing<Int16>, playback: SPSCRing<Int16>, telephoneEvent: TelephoneEventFormat? = nil
     ) throws -> MediaLoop {
         MediaLoop(
             MediaLoop.Setup(
@@ -82,6 +82,7 @@ struct MediaLoopAllocationTests {
                 lossAdaptation: LossAdaptation(
                     baseBitrateBitsPerSecond: 32_000, maximumBitrateBitsPerSecond: 64_000, peerAcceptsFEC: true,
                     initialExpectedLossPercent: 10),
+                telephoneEvent: telephoneEvent, receivableTelephoneEvents: telephoneEvent.map { [$0] } ?? [],
                 notify: { _ in }))
     }
 
@@ -143,8 +144,12 @@ struct MediaLoopAllocationTests {
         return (protectCount / 20, unprotectCount / 20)
     }
 
-    @Test(.enabled(if: CAllocationCounter_isAvailable() == 1, "the sanitizers own malloc; counting runs in the plain build"))
-    func sendAndReceivePathsAllocateNothingOfTheirOwn() throws {
+    /// With `dtmf`, ten digits are sent during the counted periods: RFC 4733 events replace the
+    /// audio frames (the sender, the queue hand-off), and B's receivers report the digits.
+    @Test(
+        .enabled(if: CAllocationCounter_isAvailable() == 1, "the sanitizers own malloc; counting runs in the plain build"),
+        arguments: [false, true])
+    func sendAndReceivePathsAllocateNothingOfTheirOwn(dtmf: Bool) throws {
         let net = try ConnectedTransports()
         defer {
             net.a.close()
@@ -156,10 +161,11 @@ struct MediaLoopAllocationTests {
         let playbackA = SPSCRing<Int16>(capacity: 4096)
         let captureB = SPSCRing<Int16>(capacity: 8192)
         let playbackB = SPSCRing<Int16>(capacity: 4096)
+        let events = dtmf ? TelephoneEventFormat(payloadType: 101, clockRateHz: 48_000) : nil
         let loopA = try loop(
-            transport: net.a, ring: net.ringA, send: keyA, receive: keyB, capture: captureA, playback: playbackA)
+            transport: net.a, ring: net.ringA, send: keyA, receive: keyB, capture: captureA, playback: playbackA, telephoneEvent: events)
         let loopB = try loop(
-            transport: net.b, ring: net.ringB, send: keyB, receive: keyA, capture: captureB, playback: playbackB)
+            transport: net.b, ring: net.ringB, send: keyB, receive: keyA, capture: captureB, playback: playbackB, telephoneEvent: events)
         let frame = UnsafeMutableBufferPointer<Int16>.allocate(capacity: 960)
         defer { frame.deallocate() }
         let sink = UnsafeMutableBufferPointer<Int16>.allocate(capacity: 960)
@@ -186,12 +192,25 @@ struct MediaLoopAllocationTests {
             _ = playbackB.read(into: sink)
         }
 
-        for i in 0..<100 { period(i) }  // warm-up: first-use allocations, jitter buffer start
+        func queue(_ keys: String) {
+            for key in keys {
+                var word = MediaLoop.packTone(DTMFTone(digit: DTMFDigit(key)!, durationMilliseconds: 100, gapMilliseconds: 70))
+                _ = withUnsafePointer(to: &word) { loopA.dtmfToSend.write(UnsafeBufferPointer(start: $0, count: 1)) }
+            }
+        }
+        // Warm-up: first-use allocations (type metadata of the DTMF path too), jitter buffer start.
+        if dtmf { queue("#") }
+        for i in 0..<100 { period(i) }
+        if dtmf {
+            #expect(loopB.dtmfReceived.availableToRead == 1)
+            _ = loopB.dtmfReceived.discard(1)
+        }
         loopA.publish()
         loopB.publish()
         let before = loopB.counters.read()
         let sentBefore = loopA.counters.read().packetsSent
         let rtcpBefore = (a: loopA.counters.read(), b: loopB.counters.read())
+        if dtmf { queue("0123456789") }
         CAllocationCounter_begin()
         for i in 100..<400 { period(i) }
         let total = CAllocationCounter_end()
@@ -203,7 +222,15 @@ struct MediaLoopAllocationTests {
         let decoded = after.framesDecoded - before.framesDecoded
         #expect(sent == 300)
         #expect(received >= 299)
-        #expect(decoded >= 295)
+        if dtmf {
+            // Ten digits of 7 packets each (4 updates, the end three times) took 70 audio frames'
+            // places; B played concealment and FEC for them (the loss paths of playout).
+            #expect(loopA.counters.read().dtmfPacketsSent == 77 && after.dtmfPacketsReceived == 77)
+            #expect(after.dtmfDigitsReceived == 11 && loopB.dtmfReceived.availableToRead == 10)
+            #expect(decoded >= 225)
+        } else {
+            #expect(decoded >= 295)
+        }
 
         let perPacket = try srtpAllocationsPerPacket(.aesCM128HMACSHA1_80)
         let perReport = try srtcpAllocationsPerPacket(.aesCM128HMACSHA1_80)
