@@ -25,6 +25,50 @@ struct CallProcessTests {
         #expect(b.states.last == "ended")
     }
 
+    /// Hold, resume and DTMF through `tether call`'s stdin: `hold` and `resume` (re-offers carried
+    /// by the relay like any description), `hold-state` lines with the direction on both sides,
+    /// the statistics' direction, no RTP while held; `dtmf 12#` sent by B and reported by A as
+    /// `dtmf-received` lines; a bad digit is a non-terminal error line (5004).
+    @Test func holdResumeAndDTMFThroughTheCommandLine() async throws {
+        let a = try CallProcess(name: "A", arguments: ["--role", "offer", "--local-address", "127.0.0.1", "--statistics-interval", "0.25"])
+        let b = try CallProcess(name: "B", arguments: ["--role", "answer", "--local-address", "127.0.0.1", "--statistics-interval", "0.25"])
+        a.relayLines(to: b)
+        b.relayLines(to: a)
+        #expect(await a.waitFor(state: "established", timeoutSeconds: 10) != nil)
+        #expect(await b.waitFor(state: "established", timeoutSeconds: 10) != nil)
+        func holdLine(_ p: CallProcess) -> [String: Any]? { p.objects.last { $0.object["type"] as? String == "hold-state" }?.object }
+        func received(_ p: CallProcess) -> Int { p.lastStatistics?["packetsReceived"] as? Int ?? 0 }
+
+        a.send("hold")
+        #expect(await waitUntil(timeoutSeconds: 10) { holdLine(a)?["local"] as? Bool == true && holdLine(b)?["remote"] as? Bool == true })
+        #expect(holdLine(a)?["direction"] as? String == "sendonly" && holdLine(b)?["direction"] as? String == "recvonly")
+        #expect(await waitUntil(timeoutSeconds: 5) { a.lastStatistics?["localHold"] as? Bool == true && b.lastStatistics?["remoteHold"] as? Bool == true })
+        #expect(a.lastStatistics?["direction"] as? String == "sendonly")
+        try await Task.sleep(for: .milliseconds(600))
+        let heldAt = (received(a), received(b))
+        try await Task.sleep(for: .seconds(1.5))
+        #expect(received(a) <= heldAt.0 + 1 && received(b) <= heldAt.1 + 1, "no RTP either way while held")
+        b.send("dtmf 1")  // B is held (recvonly): it cannot send
+        #expect(await waitUntil(timeoutSeconds: 5) { b.objects.contains { $0.object["type"] as? String == "error" && $0.object["code"] as? Int == 5002 } })
+
+        a.send(#"{"type":"resume"}"#)
+        #expect(await waitUntil(timeoutSeconds: 10) { holdLine(a)?["local"] as? Bool == false && holdLine(b)?["remote"] as? Bool == false })
+        #expect(holdLine(a)?["direction"] as? String == "sendrecv")
+        #expect(await waitUntil(timeoutSeconds: 10) { received(a) > heldAt.0 + 25 && received(b) > heldAt.1 + 25 })
+
+        b.send("dtmf 12#")
+        b.send(#"{"type":"dtmf","digits":"9x"}"#)
+        let digits = { a.objects.filter { $0.object["type"] as? String == "dtmf-received" }.compactMap { $0.object["digit"] as? String } }
+        #expect(await waitUntil(timeoutSeconds: 10) { digits().count >= 3 })
+        #expect(await waitUntil(timeoutSeconds: 5) { b.objects.contains { $0.object["type"] as? String == "error" && $0.object["code"] as? Int == 5004 } })
+        try await Task.sleep(for: .milliseconds(400))
+        #expect(digits().joined() == "12#")
+        #expect(!a.states.contains("mediaDisrupted") && !b.states.contains("mediaDisrupted"))
+        a.send("hangup")
+        #expect(await a.waitForExit(timeoutSeconds: 10) == 0)
+        #expect(await b.waitForExit(timeoutSeconds: 10) == 0)
+    }
+
     @Test func badUsageExitsWithCode1() async throws {
         let a = try CallProcess(name: "A", arguments: ["--role", "offer", "--ptime", "30"])
         #expect(await a.waitForExit(timeoutSeconds: 10) == 1)
