@@ -48,7 +48,32 @@ enum RTPFuzzing {
             fuzzInvariant(frame.lowerBound >= 0 && frame.upperBound <= payload.count, "the first Opus frame \(frame) lies outside \(payload.count) bytes")
         }
         _ = OpusPacket.hasLBRR(payload)
+        telephoneEvent(payload, header: header)
         _ = kind
+    }
+
+    /// The payload as an RFC 4733 telephone-event, through both receivers' rates: the payload
+    /// round-trips, and a receiver reports at most the one digit an event can complete here.
+    static func telephoneEvent(_ payload: UnsafeRawBufferPointer, header: RTPHeader) {
+        guard let event = TelephoneEventPayload(parsing: payload) else {
+            fuzzInvariant(payload.count < TelephoneEventPayload.length, "a \(payload.count)-byte payload refused as an event")
+            return
+        }
+        var bytes = [UInt8](repeating: 0, count: TelephoneEventPayload.length)
+        bytes.withUnsafeMutableBytes { event.write(to: $0) }
+        fuzzInvariant(bytes.withUnsafeBytes { TelephoneEventPayload(parsing: $0) } == event, "a telephone-event payload does not round-trip")
+        for rate: UInt32 in [8000, 48_000] {
+            var receiver = DTMFReceiver(eventClockRateHz: rate)
+            receiver.receive(event, timestamp: header.timestamp, now: 1_000_000_000)
+            receiver.receive(event, timestamp: header.timestamp &+ UInt32(event.duration), now: 1_020_000_000)
+            receiver.expire(now: 10_000_000_000)
+            var reported = 0
+            while let digit = receiver.takeReceived() {
+                reported += 1
+                fuzzInvariant(digit.digit.event == event.event && digit.durationMilliseconds >= 0, "a digit \(digit) from event \(event.event)")
+            }
+            fuzzInvariant(reported <= 2 && (event.event <= 15 || reported == 0), "\(reported) digits from two packets of event \(event.event)")
+        }
     }
 
     static func rtcp(_ packet: UnsafeRawBufferPointer) {
