@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs an AddressSanitizer build of `tether demo` with leak detection: a clean 5 s call, then an
-# 8 s call with a 3 s outage (ICE restart through signaling). Fails when the demo fails, when
+# Runs an AddressSanitizer build of `tether demo` with leak detection: a clean 5 s call, an
+# 8 s call with a 3 s outage (ICE restart through signaling), and a 5 s call with DTMF digits and
+# a hold and resume (re-offers through signaling). Fails when the demo fails, when
 # AddressSanitizer reports an error or a leak (exit code 1 and a report on stderr), or when the
 # demo's output is cut short.
 #
@@ -28,4 +29,5 @@ run() {
 }
 run clean --duration 5
 run outage --duration 8 --outage 3 --outage-at 2
+run hold --duration 5 --dtmf 159# --dtmf-at 0.5 --hold-at 2 --hold-for 1.5
 exit $status
