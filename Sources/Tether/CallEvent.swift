@@ -29,7 +29,9 @@ public enum CallEvent: Sendable {
 public struct HoldState: Sendable, Equatable, CustomStringConvertible {
     /// We hold the peer (`hold()` was answered): we send no RTP.
     public var local: Bool
-    /// The peer holds us (its direction does not receive): it sends no RTP.
+    /// The peer holds us (its direction does not receive us: `sendonly` or `inactive`). It may
+    /// still send (music on hold, RFC 3264 §8.4): that is played, but not expected, so the
+    /// call's liveness is judged by RTCP.
     public var remote: Bool
 
     public init(local: Bool = false, remote: Bool = false) {

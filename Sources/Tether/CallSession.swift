@@ -292,7 +292,7 @@ public actor CallSession {
 
     /// The peer's answer to our re-offer (an ICE restart, or hold/resume).
     private func applyRenegotiationAnswer(_ sdp: String) throws(TetherError) {
-        guard let offer = localOffer, let pending = pendingOffer, let current = negotiated, let transport else {
+        guard let offer = localOffer, let pending = pendingOffer, let current = negotiated, let transport, !state.isEnded else {
             throw .invalidState("applyAnswer(_:) without an outstanding re-offer; the call is \(state.name)")
         }
         let answer = try Self.parse(sdp)
@@ -311,11 +311,6 @@ public actor CallSession {
             pendingOffer = nil
             adopt(result, answering: false, offered: offer)
             return
-        }
-        // An answer to an ICE restart always brings new credentials (RFC 8839 §4.4.1.1.1): one
-        // without them answers an earlier offer of ours (a hold the restart replaced).
-        guard answersRestart else {
-            throw .invalidState("this answer keeps the peer's ICE credentials, so it does not answer our restart offer (an answer to an earlier offer?)")
         }
         if let attempt = offeredAttempt, var m = machine {
             let actions = m.handle(.renewalAnswered(attempt: attempt), now: instantNow())
@@ -555,8 +550,12 @@ public actor CallSession {
     /// direction lets us send.
     private func updateCapture() {
         guard mediaRunning else { return }
-        let sends = (negotiated?.direction.isSending ?? true) && !remoteHold
-        if !isMuted && !wantsHold && sends { startSource() } else { stopSource() }
+        if capturesNow { startSource() } else { stopSource() }
+    }
+
+    /// Whether the microphone should be open: not muted, not holding or held, sending.
+    private var capturesNow: Bool {
+        !isMuted && !wantsHold && (negotiated?.direction.isSending ?? true) && !remoteHold
     }
 
     /// What a re-offer (restart, hold, resume) carries: the session in force as negotiated, with
@@ -617,8 +616,11 @@ public actor CallSession {
     /// no offer is outstanding, and no renewal is gathering or offering (its offer or answer
     /// will carry the hold).
     private func offerHoldChangeIfNeeded() {
+        // While media is disrupted the restart that renews it carries the hold (checked again on
+        // every driver pass, so a hold asked for meanwhile goes out once the call is back).
         guard wantsHold != holdInForce, pendingOffer == nil, regatherInFlight == nil, !manualRenewalRunning,
-            machine?.attemptInFlight == nil, let negotiated, let transport, !state.isEnded, state != .ending
+            machine?.attemptInFlight == nil, state == .established || state == .connecting,
+            let negotiated, let transport
         else { return }
         sdpSessionVersion += 1
         let offer = AudioOfferAnswer.makeOffer(reofferParameters(candidates: gathered ?? transport.localCandidates(), negotiated: negotiated))
@@ -626,6 +628,47 @@ public actor CallSession {
         pendingOffer = .direction
         offeredHold = wantsHold
         eventSink.yield(.localDescription(SessionDescriptionMessage(kind: .offer, sdp: offer.serialized(), isRestart: true)))
+        // An offer nobody answers (lost by the signaling, refused without word) would block every
+        // later one: after the set-up time it is withdrawn.
+        let version = sdpSessionVersion
+        let limit = configuration.connectTimeoutSeconds
+        timers.append(
+            Task { [weak self] in
+                guard (try? await Task.sleep(for: .seconds(limit))) != nil else { return }
+                await self?.holdOfferTimedOut(version: version, after: limit)
+            })
+    }
+
+    private func holdOfferTimedOut(version: UInt64, after seconds: Double) {
+        guard pendingOffer == .direction, localOffer?.origin.sessionVersion == version, !state.isEnded else { return }
+        withdrawOffer()
+        eventSink.yield(
+            .error(
+                TetherError(
+                    code: .renegotiationUnanswered, isTerminal: false, canRetry: true,
+                    message: "the peer did not answer the \(offeredHold ? "hold" : "resume") re-offer within \(seconds) s; the call stays as it was")))
+    }
+
+    /// The peer refused our outstanding re-offer (SIP 488 or 491, a browser whose
+    /// `setRemoteDescription` failed, a Tether that threw 3002 or 5003): call this when the
+    /// signaling says so. The offer is dropped; a hold or resume it carried did not happen (call
+    /// `hold()`/`resume()` again to retry, after a 491 for instance); a restart offer's attempt
+    /// is retried by the reconnection core. Nothing happens without an outstanding re-offer.
+    public func offerRejected() {
+        guard pendingOffer != nil, !state.isEnded else { return }
+        withdrawOffer()
+    }
+
+    /// Forgets the outstanding re-offer; a direction change it carried is given up.
+    private func withdrawOffer() {
+        let wasDirection = pendingOffer == .direction
+        localOffer = nil
+        pendingOffer = nil
+        if wasDirection && wantsHold != holdInForce {
+            wantsHold = holdInForce
+            media?.muted.store(isMuted || wantsHold, ordering: .relaxed)
+            updateCapture()
+        }
     }
 
     // MARK: DTMF
@@ -1106,6 +1149,7 @@ public actor CallSession {
             throw TetherError(code: .codecFailed, isTerminal: false, canRetry: false, message: "\(error)", cause: error as? OpusCodecError)
         }
         let loop = MediaLoop(setup)
+        loop.muted.store(isMuted || wantsHold, ordering: .relaxed)
         media = loop
         statisticsContext.withLock {
             $0.media = loop
@@ -1201,7 +1245,7 @@ public actor CallSession {
     private func startMedia() throws(TetherError) {
         guard let media, !mediaRunning else { return }
         startSink()
-        if !isMuted && !startSource() && configuration.requiresCapture {
+        if capturesNow && !startSource() && configuration.requiresCapture {
             throw TetherError(
                 code: .captureDeviceFailed, isTerminal: false, canRetry: true,
                 message: "capture '\(currentSource.name)' cannot be opened and the configuration requires capture")
@@ -1220,7 +1264,7 @@ public actor CallSession {
                 guard (try? await Task.sleep(for: .seconds(timeoutSeconds))) != nil else { return }
                 await self?.connectTimedOut()
             })
-        if isMuted { media.muted.store(true, ordering: .relaxed) }
+        if isMuted || wantsHold { media.muted.store(true, ordering: .relaxed) }
         feed(.mediaStarted)
         if configuration.followsNetworkChanges {
             networkSubscription = NetworkChangeHub.shared.subscribe { [weak self] change in
@@ -1292,7 +1336,7 @@ public actor CallSession {
         stopSource()
         currentSource = source
         statisticsContext.withLock { $0.source = source }
-        if (wasRunning || mediaRunning) && !isMuted { startSource() }
+        if (wasRunning || mediaRunning) && capturesNow { startSource() }
     }
 
     /// Switches the playback device mid-call.
@@ -1368,6 +1412,7 @@ public actor CallSession {
         }
         feed(.tick)
         forwardReceivedDTMF()
+        offerHoldChangeIfNeeded()
         publishRecovery()
         guard let m = machine, !state.isEnded else { return nil }
         if state != .ending, pathProbes.probeIfDue(now: instantNow(), peerSendsMedia: m.liveness.peerSendsMedia) {

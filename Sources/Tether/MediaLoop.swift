@@ -541,12 +541,14 @@ final class MediaLoop: @unchecked Sendable {
         stats.bytesReceived += header.payloadLength
         let payload = UnsafeRawBufferPointer(rebasing: plain[header.payloadOffset..<(header.payloadOffset + header.payloadLength)])
         if isEvent {
-            // DTMF: to the receiver, not the jitter buffer (the audio it replaced is a gap there).
+            // DTMF: to the receiver; the jitter buffer only learns that this sequence number was
+            // no audio, so the frames the event replaced play as a gap, not as loss.
             guard let event = TelephoneEventPayload(parsing: payload) else {
                 stats.malformedPackets += 1
                 return
             }
             stats.dtmfPacketsReceived += 1
+            jitterBuffer.noteNonAudioPacket(sequenceNumber: header.sequenceNumber)
             if header.payloadType == telephoneEventPayloadType {
                 dtmfReceiver?.receive(event, timestamp: header.timestamp, now: arrivalNanoseconds)
             } else {

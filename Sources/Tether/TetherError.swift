@@ -21,6 +21,9 @@ public struct TetherError: Error, Sendable, CustomStringConvertible, Equatable {
         public static let mediaTimeout = Code(rawValue: 1004)
         /// The ICE agent could not be created (bad local address, STUN/TURN server).
         public static let iceTransportUnavailable = Code(rawValue: 1005)
+        /// A hold or resume re-offer got no answer within the set-up time and was withdrawn; the
+        /// call stays as it was. Not terminal; retryable.
+        public static let renegotiationUnanswered = Code(rawValue: 1006)
 
         // MARK: 2xxx audio devices and files
         /// The capture device (or source) failed; the call goes on listen-only.

@@ -96,10 +96,10 @@ public struct ReceptionStatistics: Sendable, Equatable, Hashable {
         expectedPackets - Int64(packetsReceived)
     }
 
-    /// Interarrival jitter in RTP timestamp units, as reported in RTCP (A.8: jitter >> 4).
     /// Whether the packet being counted contributes to the jitter.
     private var jitterSample = true
 
+    /// Interarrival jitter in RTP timestamp units, as reported in RTCP (A.8: jitter >> 4).
     public var interarrivalJitter: UInt32 {
         UInt32(clamping: interarrivalJitterTimes16 >> 4)
     }

@@ -112,7 +112,8 @@ private func simulate(
     packets: [TestPacket],
     pullCount: Int,
     firstPullNanoseconds: UInt64 = 10 * millisecond,
-    pullIntervalNanoseconds: UInt64 = 20 * millisecond
+    pullIntervalNanoseconds: UInt64 = 20 * millisecond,
+    nonAudio: Set<Int> = []
 ) -> Simulation {
     var simulation = Simulation()
     simulation.outcomes = Array(repeating: nil, count: packets.count)
@@ -123,7 +124,12 @@ private func simulate(
     for pullIndex in 0..<pullCount {
         let now = firstPullNanoseconds + UInt64(pullIndex) * pullIntervalNanoseconds
         while nextPacket < order.count, packets[order[nextPacket]].arrivalNanoseconds <= now {
-            simulation.outcomes[order[nextPacket]] = buffer.insert(packets[order[nextPacket]])
+            if nonAudio.contains(order[nextPacket]) {
+                // An RFC 4733 event in place of this frame: noted, not inserted.
+                buffer.noteNonAudioPacket(sequenceNumber: packets[order[nextPacket]].sequenceNumber)
+            } else {
+                simulation.outcomes[order[nextPacket]] = buffer.insert(packets[order[nextPacket]])
+            }
             nextPacket += 1
         }
         let played = buffer.pullPlayed(now: now)
@@ -261,6 +267,19 @@ struct JitterBufferTests {
         let statistics = buffer.statistics
         #expect(statistics.concealedFrames == 2)
         #expect(statistics.fecRecoveries == 1)
+        #expect(statistics.framesPlayed == 17)
+    }
+
+    /// The same hole made by packets that carried no audio (a DTMF event's three packets in place
+    /// of three frames): a gap, neither concealed as loss nor rebuilt from FEC.
+    @Test func framesReplacedByNonAudioPacketsPlayAsAGapNotAsLoss() {
+        let stream = makeStream(count: 20)
+        let buffer = JitterBuffer()
+        let result = simulate(buffer, packets: stream, pullCount: 22, nonAudio: [10, 11, 12])
+        #expect(result.played == repeated(.notStarted, 2) + packets(0...9) + [.conceal, .gap, .gap] + packets(13...19))
+        let statistics = buffer.statistics
+        #expect(statistics.fecRecoveries == 0)
+        #expect(statistics.silenceGapFrames == 3)  // the held frame counted as a gap once packet 13 showed it
         #expect(statistics.framesPlayed == 17)
     }
 

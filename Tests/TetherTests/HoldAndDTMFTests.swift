@@ -62,8 +62,8 @@ struct HoldAndDTMFTests {
         let c = try await call()
         try await c.a.hold()
         #expect(await waitUntil(timeoutSeconds: 5) { c.a.holdState == HoldState(local: true) && c.b.holdState == HoldState(remote: true) })
-        #expect(c.ra.holdChanges == [HoldState(local: true)])
-        #expect(c.rb.holdChanges == [HoldState(remote: true)])
+        // The events say the same (they reach the recorders a moment after the state).
+        #expect(await waitUntil(timeoutSeconds: 5) { c.ra.holdChanges == [HoldState(local: true)] && c.rb.holdChanges == [HoldState(remote: true)] })
         #expect(c.a.statistics().direction == "sendonly" && c.b.statistics().direction == "recvonly")
         let offers = c.ra.descriptions.filter { $0.kind == .offer && $0.isRestart }
         #expect(offers.count == 1 && offers[0].sdp.contains("a=sendonly"))
@@ -189,6 +189,54 @@ struct HoldAndDTMFTests {
         let decoded = sb.framesDecoded
         #expect(await waitUntil(timeoutSeconds: 5) { c.b.statistics().framesDecoded > decoded + 25 })
         await c.end()
+    }
+
+    /// A hold asked for while our own restart offer is being prepared or is outstanding is not
+    /// lost: it rides on that offer, or goes out once the restart is answered.
+    @Test func aHoldAskedDuringARenewalIsNotLost() async throws {
+        let c = try await call()
+        await c.a.renewMedia()  // re-gathers, then offers a restart
+        try await c.a.hold()
+        #expect(await waitUntil(timeoutSeconds: 10) { c.a.holdState == HoldState(local: true) && c.b.holdState == HoldState(remote: true) })
+        #expect(c.a.statistics().recovery.restartsOffered == 1)
+        try await Task.sleep(for: .milliseconds(300))
+        let sent = c.a.statistics().packetsSent
+        try await Task.sleep(for: .seconds(1))
+        #expect(c.a.statistics().packetsSent == sent)
+        #expect(c.signaling.errors.isEmpty)
+        await c.end()
+    }
+
+    /// A re-offer the peer never answers does not block the call: refused (`offerRejected()`)
+    /// or unanswered past the set-up time (error 1006), it is dropped, the hold did not happen,
+    /// the microphone reopens, and the next hold goes out.
+    @Test func aReofferThatIsRefusedOrNeverAnsweredIsWithdrawn() async throws {
+        let source = TestSignalSource(frequencyHertz: 440)
+        var configuration = CallConfiguration(audioSource: source, localAddresses: ["127.0.0.1"], statisticsIntervalSeconds: 0)
+        configuration.connectTimeoutSeconds = 2
+        let a = try CallSession(configuration: configuration)
+        let b = try CallSession(configuration: CallConfiguration(localAddresses: ["127.0.0.1"], statisticsIntervalSeconds: 0))
+        let ra = EventRecorder(a)
+        let rb = EventRecorder(b)
+        try await connect(a, b)  // no signaling after this: re-offers reach nobody
+        #expect(await ra.waitFor("established", timeoutSeconds: 10) != nil)
+        func offers() -> Int { ra.descriptions.filter { $0.kind == .offer && $0.isRestart }.count }
+        try await a.hold()
+        #expect(await waitUntil(timeoutSeconds: 5) { offers() == 1 })
+        let framesHeld = source.statistics.framesTransferred
+        await a.offerRejected()  // the signaling said 488
+        #expect(!a.holdState.isOnHold)
+        #expect(await waitUntil(timeoutSeconds: 5) { source.statistics.framesTransferred > framesHeld + 10 }, "the microphone reopened")
+        try await a.hold()  // not blocked by the refused one
+        #expect(await waitUntil(timeoutSeconds: 5) { offers() == 2 })
+        // Unanswered: withdrawn after the set-up time (2 s here), with error 1006.
+        #expect(await waitUntil(timeoutSeconds: 10) { ra.recordedErrors.contains { $0.code == .renegotiationUnanswered } })
+        #expect(!a.holdState.isOnHold && a.state == .established)
+        try await a.hold()
+        #expect(await waitUntil(timeoutSeconds: 5) { offers() == 3 })
+        await a.hangUp()
+        await b.hangUp()
+        _ = rb
     }
 
     /// Re-offers keep the payload types the first offer/answer gave (RFC 3264 §8.3.2): a Tether

@@ -135,6 +135,11 @@ public final class JitterBuffer {
     /// Sum of the played packets' waits (arrival to pull), in nanoseconds.
     private var totalWaitNanoseconds: UInt64 = 0
     private var counters = JitterBufferStatistics()
+    /// Sequence numbers (extended) of the stream's packets that carried no audio (RFC 4733
+    /// events, which replace the audio frames they cover): their holes are gaps, not loss. A ring.
+    private let nonAudioSequences: UnsafeMutablePointer<Int64>
+    private static let nonAudioCapacity = 64
+    private var nonAudioNext = 0
 
     private var candidateIndex: Int { slotCount }
 
@@ -185,11 +190,35 @@ public final class JitterBuffer {
         seenBits = (storage + slotBytes).bindMemory(to: UInt64.self, capacity: Self.seenWords)
         seenBits.initialize(repeating: 0, count: Self.seenWords)
         payloadBase = storage + slotBytes + seenBytes
+        nonAudioSequences = .allocate(capacity: Self.nonAudioCapacity)
+        nonAudioSequences.initialize(repeating: .min, count: Self.nonAudioCapacity)
         counters.targetDelayMilliseconds = Int(targetDelaySamples * 1000 / clock)
     }
 
     deinit {
         storage.deallocate()
+        nonAudioSequences.deallocate()
+    }
+
+    /// A packet of this stream that carries no audio arrived (an RFC 4733 telephone event, sent
+    /// in place of the audio frames it covers): its sequence number will not be taken for a lost
+    /// frame, so the audio it replaced plays as a gap (``PullResult/silenceGap``), not as loss
+    /// rebuilt from FEC or concealed. Never allocates.
+    public func noteNonAudioPacket(sequenceNumber: UInt16) {
+        guard hasStream else { return }
+        nonAudioSequences[nonAudioNext % Self.nonAudioCapacity] = extendedSequence(sequenceNumber)
+        nonAudioNext &+= 1
+    }
+
+    /// How many non-audio packets have sequence numbers from `low` up to (not including) `high`.
+    private func nonAudioPackets(from low: Int64, upTo high: Int64) -> Int64 {
+        guard nonAudioNext > 0, low < high else { return 0 }
+        var count: Int64 = 0
+        for index in 0..<min(nonAudioNext, Self.nonAudioCapacity) {
+            let sequence = nonAudioSequences[index]
+            if sequence >= low && sequence < high { count += 1 }
+        }
+        return count
     }
 
     // MARK: - Public API
@@ -359,6 +388,7 @@ public final class JitterBuffer {
 
         let earliest = slots[scan.earliest]
         let missingPackets = earliest.sequence - expectedSequence
+            - nonAudioPackets(from: expectedSequence, upTo: earliest.sequence)
         if scan.hasExpected || missingPackets <= 0 {
             return advanceSilenceGap()
         }
@@ -402,6 +432,8 @@ public final class JitterBuffer {
         let target = Int(targetDelaySamples * 1000 / clockRateHertz)
         counters = JitterBufferStatistics()
         counters.targetDelayMilliseconds = target
+        nonAudioSequences.update(repeating: .min, count: Self.nonAudioCapacity)
+        nonAudioNext = 0
     }
 
     /// Starts over for a new source (the call moved to another device, with its own sequence
@@ -466,7 +498,7 @@ public final class JitterBuffer {
     }
 
     private func endStall(credit: Int64, sequence: Int64, now: UInt64) {
-        let missingPackets = max(0, sequence - expectedSequence)
+        let missingPackets = max(0, sequence - expectedSequence - nonAudioPackets(from: expectedSequence, upTo: sequence))
         if missingPackets > 0 && credit > 0 {
             lastLossNanoseconds = max(now, 1)
         }
