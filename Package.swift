@@ -35,6 +35,19 @@ let package = Package(
         .systemLibrary(
             name: "CPulse", path: "CModules/CPulse", pkgConfig: "libpulse",
             providers: [.apt(["libpulse-dev"])]),
+        // Voice processing on the capture path: WebRTC's AudioProcessing module (C++, reached
+        // through CTetherVoice) and speexdsp (measured against it by `tether-bench voice`).
+        .systemLibrary(
+            name: "CWebRTCAudioProcessing", path: "CModules/CWebRTCAudioProcessing", pkgConfig: "webrtc-audio-processing",
+            providers: [.apt(["libwebrtc-audio-processing-dev"])]),
+        .systemLibrary(
+            name: "CSpeexDSP", path: "CModules/CSpeexDSP", pkgConfig: "speexdsp",
+            providers: [.apt(["libspeexdsp-dev"])]),
+        // SwiftPM drops the -D flags of pkg-config's Cflags: the ones webrtc-audio-processing.pc
+        // gives are set here.
+        .target(
+            name: "CTetherVoice", dependencies: ["CWebRTCAudioProcessing"],
+            cxxSettings: [.define("WEBRTC_POSIX"), .define("WEBRTC_AUDIO_PROCESSING_ONLY_BUILD")]),
 
         // MARK: Layers
         // Lock-free rings, wake-ups, realtime threads, monotonic time.
@@ -49,7 +62,7 @@ let package = Package(
         // ICE transport over libnice with its own GLib main-context thread.
         .target(name: "TetherICE", dependencies: ["CNice", "TetherRealtime"]),
         // Audio sources and sinks: test signal, WAV files, (devices later).
-        .target(name: "TetherAudio", dependencies: ["TetherRealtime", "CALSA", "CPulse"]),
+        .target(name: "TetherAudio", dependencies: ["TetherRealtime", "CALSA", "CPulse", "CTetherVoice", "CSpeexDSP"]),
         // The sans-IO core: SDP, jitter buffer, decisions. No clocks, no sockets.
         .target(name: "TetherCore"),
         // Thin C helpers for sockets, eventfd, netlink and setns.

@@ -9,6 +9,7 @@ PACKAGES=(
     pkg-config
     libopus-dev libsrtp2-dev libnice-dev libasound2-dev libpulse-dev   # C libraries (CModules/)
     libssl-dev                                                          # DTLS-SRTP (CModules/COpenSSL)
+    libwebrtc-audio-processing-dev libspeexdsp-dev                      # echo cancellation, noise suppression, gain control
     pulseaudio pulseaudio-utils alsa-utils libasound2-plugins           # user-space audio devices for device tests
     sox                                                                 # audio checks in tests and tools
     iproute2 nftables conntrack coturn                                  # fault matrix: namespaces, drops, NAT, TURN

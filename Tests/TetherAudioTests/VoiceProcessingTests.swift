@@ -1,0 +1,188 @@
+import CAllocationCounter
+import Foundation
+import Testing
+import TetherAudio
+
+/// A simulated room: what is played comes back into the microphone `delay` later, attenuated and
+/// smeared by a few reflections, plus the near-end talker and a little noise. Runs voice
+/// processing over it chunk by chunk, as the media loop does, and measures.
+struct EchoRoom {
+    var delayMilliseconds: Int
+    var echoGain = 0.4
+    var nearEnd: SyntheticVoice? = nil
+    var noisePeak = 30.0
+    private var far = SyntheticVoice(pitchHertz: 120, peak: 7000)
+    private var line: [Double] = Array(repeating: 0, count: 48_000)
+    private var written = 0
+    private var noiseState: UInt32 = 12345
+
+    init(delayMilliseconds: Int, nearEnd: SyntheticVoice? = nil) {
+        self.delayMilliseconds = delayMilliseconds
+        self.nearEnd = nearEnd
+    }
+
+    /// One 10 ms chunk: what is played (`play`), what the microphone picks up (`mic`), and the
+    /// near-end talker alone in that pick-up (`near`).
+    mutating func chunk(play: inout [Int16], mic: inout [Int16], near: inout [Int16], farEnd: Bool = true) {
+        let delay = delayMilliseconds * 48
+        for i in 0..<480 {
+            let f = farEnd ? far.next() : 0
+            play[i] = Int16(max(-32_767, min(32_767, f)))
+            line[written % line.count] = Double(play[i])
+            func tap(_ d: Int) -> Double { written - d >= 0 ? line[(written - d) % line.count] : 0 }
+            let echo = echoGain * (tap(delay) + 0.5 * tap(delay + 96) + 0.25 * tap(delay + 240) + 0.12 * tap(delay + 500))
+            let n = nearEnd?.next() ?? 0
+            noiseState = noiseState &* 1_664_525 &+ 1_013_904_223
+            let noise = (Double(noiseState >> 16) / 32_768 - 1) * noisePeak
+            near[i] = Int16(max(-32_767, min(32_767, n)))
+            mic[i] = Int16(max(-32_767, min(32_767, echo + n + noise)))
+            written += 1
+        }
+    }
+}
+
+/// Energy of samples.
+func energy(_ s: ArraySlice<Int16>) -> Double { s.reduce(0) { $0 + Double($1) * Double($1) } }
+
+/// Runs `seconds` of the room through `processor`; returns the microphone and the processed
+/// output (and the near end alone), 48 kHz.
+func run(_ room: inout EchoRoom, _ processor: VoiceProcessor, seconds: Double, reportedDelay: Int, farEnd: Bool = true)
+    -> (mic: [Int16], out: [Int16], near: [Int16])
+{
+    var play = [Int16](repeating: 0, count: 480)
+    var mic = play
+    var near = play
+    var allMic: [Int16] = []
+    var allOut: [Int16] = []
+    var allNear: [Int16] = []
+    for _ in 0..<Int(seconds * 100) {
+        room.chunk(play: &play, mic: &mic, near: &near, farEnd: farEnd)
+        allMic += mic
+        allNear += near
+        play.withUnsafeBufferPointer { processor.analyzePlayback($0) }
+        mic.withUnsafeMutableBufferPointer { processor.processCapture($0, delayMilliseconds: reportedDelay) }
+        allOut += mic
+    }
+    return (allMic, allOut, allNear)
+}
+
+/// ERLE over a window: how much quieter the output is than the echo that came in, in dB.
+func erle(_ r: (mic: [Int16], out: [Int16], near: [Int16]), from: Double, to: Double) -> Double {
+    let range = Int(from * 48_000)..<Int(to * 48_000)
+    return 10 * log10(max(1, energy(r.mic[range])) / max(1, energy(r.out[range])))
+}
+
+@Suite("Voice processing (echo cancellation, noise suppression, gain control)", .serialized)
+struct VoiceProcessingTests {
+    static let echoOnly = VoiceProcessingSettings(noiseSuppression: false, gainControl: false, highPassFilter: false)
+    /// Echo about 12 dB under the near-end talker at the microphone (a laptop's speaker and mic).
+    static let doubleTalkEchoGain = 0.15
+
+    /// Far-end speech alone: after two seconds the echo is cut by at least 25 dB.
+    @Test(arguments: [20, 60, 150])
+    func farEndSpeechAloneIsCancelledWithinTwoSeconds(delayMilliseconds: Int) throws {
+        let processor = try #require(VoiceProcessor(settings: VoiceProcessingSettings()))
+        var room = EchoRoom(delayMilliseconds: delayMilliseconds)
+        let r = run(&room, processor, seconds: 6, reportedDelay: delayMilliseconds)
+        let converged = erle(r, from: 2, to: 6)
+        print("ERLE webrtc delay \(delayMilliseconds): 0–1 s \(erle(r, from: 0, to: 1)), 1–2 s \(erle(r, from: 1, to: 2)), 2–6 s \(converged); stats \(processor.statistics())")
+        #expect(converged >= 25)
+    }
+
+    /// speexdsp, the other library Debian has, on the same room: it cancels far less (about 13 dB
+    /// where WebRTC's canceller reaches 37), which is why WebRTC's is the default. It still runs
+    /// and cancels something.
+    @Test func speexCancelsLessThanWebRTCOnTheSameRoom() throws {
+        let speex = try #require(VoiceProcessor(settings: VoiceProcessingSettings(engine: .speex)))
+        let webrtc = try #require(VoiceProcessor(settings: VoiceProcessingSettings(engine: .webrtc)))
+        var room1 = EchoRoom(delayMilliseconds: 60)
+        var room2 = EchoRoom(delayMilliseconds: 60)
+        let s = erle(run(&room1, speex, seconds: 6, reportedDelay: 60), from: 2, to: 6)
+        let w = erle(run(&room2, webrtc, seconds: 6, reportedDelay: 60), from: 2, to: 6)
+        print("ERLE 2–6 s, delay 60 ms: speex \(s) dB, webrtc \(w) dB")
+        #expect(s > 6 && w > s + 10)
+    }
+
+    /// The echo delay changes mid-call (another playback device): within two seconds of the
+    /// change the echo is cut by 25 dB again.
+    @Test func aChangeOfEchoDelayReconvergesWithinTwoSeconds() throws {
+        // Longer (40 → 140 ms: past the 128 ms filter) and shorter; the delay reported stays 40.
+        for (before, after) in [(40, 140), (120, 30)] {
+            let processor = try #require(VoiceProcessor(settings: VoiceProcessingSettings()))
+            var room = EchoRoom(delayMilliseconds: before)
+            _ = run(&room, processor, seconds: 4, reportedDelay: 40)
+            room.delayMilliseconds = after
+            let r = run(&room, processor, seconds: 5, reportedDelay: 40)
+            print("ERLE after a delay change \(before) → \(after) ms: 0–1 s \(erle(r, from: 0, to: 1)), 1–2 s \(erle(r, from: 1, to: 2)), 2–5 s \(erle(r, from: 2, to: 5))")
+            #expect(erle(r, from: 2, to: 5) >= 25)
+        }
+    }
+
+    /// Double talk: both talk at once. What the peer hears of the near-end talker, compared with
+    /// the same processing of the near end without any echo: the difference (echo left, speech
+    /// clipped by the suppressor) stays well under the speech.
+    @Test(arguments: [VoiceProcessingSettings.Engine.webrtc])
+    func doubleTalkKeepsTheNearEndSpeech(engine: VoiceProcessingSettings.Engine) throws {
+        var settings = Self.echoOnly
+        settings.engine = engine
+        let withEcho = try #require(VoiceProcessor(settings: settings))
+        let clean = try #require(VoiceProcessor(settings: settings))
+        var room = EchoRoom(delayMilliseconds: 60, nearEnd: SyntheticVoice(pitchHertz: 210, peak: 5000))
+        var quiet = EchoRoom(delayMilliseconds: 60, nearEnd: SyntheticVoice(pitchHertz: 210, peak: 5000))
+        room.echoGain = Self.doubleTalkEchoGain
+        quiet.echoGain = Self.doubleTalkEchoGain
+        let a = run(&room, withEcho, seconds: 8, reportedDelay: 60)
+        let b = run(&quiet, clean, seconds: 8, reportedDelay: 60, farEnd: false)
+        let range = (3 * 48_000)..<(8 * 48_000)
+        // The gain control may set another level on each: compare at the best common level.
+        var cross = 0.0
+        for i in range { cross += Double(a.out[i]) * Double(b.out[i]) }
+        let g = cross / max(1, energy(a.out[range]))
+        var difference = 0.0
+        for i in range { let d = g * Double(a.out[i]) - Double(b.out[i]); difference += d * d }
+        let ratio = 10 * log10(energy(b.out[range]) / max(1, difference))
+        let kept = 10 * log10(energy(a.out[range]) / max(1, energy(b.out[range])))
+        print("double talk \(engine): near-end speech to difference \(ratio) dB, level kept \(kept) dB, echo-in-mic to near \(10 * log10(energy(a.mic[range]) / energy(a.near[range]))) dB")
+        // Deterministic signals and library: 11.0 dB and −2.4 dB here.
+        #expect(ratio >= 8)
+        #expect(kept > -4)
+    }
+
+    /// After set-up, processing allocates nothing.
+    @Test(.enabled(if: CAllocationCounter_isAvailable() == 1, "the sanitizers own malloc"), arguments: VoiceProcessingSettings.Engine.allCases)
+    func processingAllocatesNothing(engine: VoiceProcessingSettings.Engine) throws {
+        let processor = try #require(VoiceProcessor(settings: VoiceProcessingSettings(engine: engine)))
+        var room = EchoRoom(delayMilliseconds: 50, nearEnd: SyntheticVoice(pitchHertz: 210, peak: 5000))
+        var play = [Int16](repeating: 0, count: 960)
+        var mic = play
+        var near = play
+        var playChunk = [Int16](repeating: 0, count: 480)
+        var micChunk = playChunk
+        var nearChunk = playChunk
+        func frame() {
+            for half in 0..<2 {
+                room.chunk(play: &playChunk, mic: &micChunk, near: &nearChunk)
+                for i in 0..<480 {
+                    play[half * 480 + i] = playChunk[i]
+                    mic[half * 480 + i] = micChunk[i]
+                    near[half * 480 + i] = nearChunk[i]
+                }
+            }
+        }
+        for _ in 0..<100 {
+            frame()
+            play.withUnsafeBufferPointer { processor.analyzePlayback($0) }
+            mic.withUnsafeMutableBufferPointer { processor.processCapture($0, delayMilliseconds: 50) }
+        }
+        var total = 0
+        for _ in 0..<200 {
+            frame()
+            CAllocationCounter_begin()
+            play.withUnsafeBufferPointer { processor.analyzePlayback($0) }
+            mic.withUnsafeMutableBufferPointer { processor.processCapture($0, delayMilliseconds: 50) }
+            total += Int(CAllocationCounter_end())
+        }
+        #expect(total == 0)
+        #expect(processor.statistics().captureChunks == 600)
+    }
+}
