@@ -859,6 +859,8 @@ public actor CallSession {
             durationSeconds: Double(MonotonicClock.nanoseconds() - createdAtNanoseconds) / 1e9, recovery: context.recovery)
         statistics.srtpKeying = context.keying
         statistics.direction = context.direction
+        statistics.voiceProcessing = context.voiceProcessing
+        statistics.voiceProcessingFigures = c.voice
         statistics.localHold = context.hold.local
         statistics.remoteHold = context.hold.remote
         statistics.dtmfDigitsSent = c.dtmfDigitsSent
@@ -1113,6 +1115,8 @@ public actor CallSession {
     private func installMedia(_ result: NegotiatedAudio, ourKey: SRTPKeyMaterial, theirKey: SRTPKeyMaterial) throws(TetherError) {
         guard let transport else { throw .invalidState("no ICE transport") }
         let setup: MediaLoop.Setup
+        // Voice processing as configured (allocated here, used on the media thread only).
+        let voice = VoiceProcessor(settings: configuration.effectiveVoiceProcessing)
         do {
             let outbound = try SRTPContext(direction: .outbound, key: ourKey)
             let inbound = try SRTPContext(direction: .inbound, key: theirKey)
@@ -1142,7 +1146,8 @@ public actor CallSession {
                 usesFEC: configuration.opus.inBandFEC, concealsLoss: configuration.concealsLoss,
                 rtcpIntervalSeconds: configuration.rtcpIntervalSeconds, sendsMedia: result.direction.isSending && !holdInForce,
                 lossAdaptation: adaptation, telephoneEvent: result.telephoneEvent,
-                receivableTelephoneEvents: result.receivableTelephoneEvents, notify: { sink.yield(.media($0)) })
+                receivableTelephoneEvents: result.receivableTelephoneEvents, voiceProcessor: voice,
+                notify: { sink.yield(.media($0)) })
         } catch let error as SRTPError {
             throw TetherError(code: .srtpSetupFailed, isTerminal: false, canRetry: false, message: "\(error)", cause: error)
         } catch {
@@ -1151,8 +1156,10 @@ public actor CallSession {
         let loop = MediaLoop(setup)
         loop.muted.store(isMuted || wantsHold, ordering: .relaxed)
         media = loop
+        let voiceSummary = voice?.settings.summary ?? "off"
         statisticsContext.withLock {
             $0.media = loop
+            $0.voiceProcessing = voiceSummary
             $0.payloadType = Int(result.opusPayloadType)
             $0.suite = ourKey.suite.rawValue
             $0.bitrate = setup.encoder.configuration.bitrateBitsPerSecond
@@ -1661,6 +1668,7 @@ struct StatisticsContext {
     var recovery = CallRecovery()
     var direction = "sendrecv"
     var hold = HoldState()
+    var voiceProcessing = "off"
     var source: (any AudioSource)?
     var sink: (any AudioSink)?
 }

@@ -114,6 +114,11 @@ public struct CallStatistics: Sendable, Equatable {
     public var direction: String = "sendrecv"
     public var localHold: Bool = false
     public var remoteHold: Bool = false
+    /// Voice processing on the capture path: what runs (`VoiceProcessingSettings.summary`, e.g.
+    /// "webrtc: AEC NS AGC HPF", or "off") and its figures (echo return loss enhancement, the
+    /// echo delay the canceller found, speech probability).
+    public var voiceProcessing: String = "off"
+    public var voiceProcessingFigures = VoiceProcessingStatistics()
     /// RTP payload bits per second sent and received over the last whole second.
     public var sendBitrateBitsPerSecond: Int
     public var receiveBitrateBitsPerSecond: Int
@@ -237,4 +242,6 @@ struct MediaCounters: BitwiseCopyable {
     var dtmfPacketsSent = 0
     var dtmfPacketsReceived = 0
     var dtmfDigitsReceived = 0
+    /// The voice processing's figures (when it runs).
+    var voice = VoiceProcessingStatistics()
 }

@@ -55,6 +55,9 @@ final class MediaLoop: @unchecked Sendable {
         /// may send with (all packed by `packFormats`).
         var telephoneEvent: TelephoneEventFormat? = nil
         var receivableTelephoneEvents: [TelephoneEventFormat] = []
+        /// Echo cancellation, noise suppression, gain control on the captured frames, with what
+        /// is played as the echo reference (nil: none). Used on the media thread only.
+        var voiceProcessor: VoiceProcessor? = nil
         var notify: @Sendable (MediaNotification) -> Void
     }
 
@@ -672,7 +675,16 @@ final class MediaLoop: @unchecked Sendable {
     private func sendCaptured(now: UInt64) {
         if captureActive.load(ordering: .acquiring) {
             syntheticFrameAt = 0
-            while setup.captureRing.readAll(into: pcm) { sendFrame(now: now) }
+            while setup.captureRing.readAll(into: pcm) {
+                // Voice processing on what the microphone gave (echo cancelled against what was
+                // played), before mute or hold replace it; the delay hint is what the rings hold
+                // on both sides plus a device period each way.
+                if let processor = setup.voiceProcessor {
+                    let buffered = setup.playbackRing.availableToRead + setup.captureRing.availableToRead
+                    processor.processCapture(pcm, delayMilliseconds: buffered / 48 + 2 * Int(frameNanoseconds / 1_000_000))
+                }
+                sendFrame(now: now)
+            }
             return
         }
         // No capture device (muted, listen-only): keep sending silence on our own clock, so the
@@ -836,6 +848,8 @@ final class MediaLoop: @unchecked Sendable {
         // Keep up to two frames queued for the playback device.
         while setup.playbackRing.availableToRead < 2 * frameSamples, setup.playbackRing.availableToWrite >= frameSamples {
             let frame = decodeNextFrame(now: now)
+            // What is played is the echo canceller's reference.
+            setup.voiceProcessor?.analyzePlayback(UnsafeBufferPointer(frame))
             _ = setup.playbackRing.writeAll(UnsafeBufferPointer(frame))
         }
     }
@@ -956,6 +970,7 @@ final class MediaLoop: @unchecked Sendable {
         stats.packetsLost = lostBeforeSourceChange + Int(reception.cumulativeLost)
         stats.jitterMilliseconds = Double(reception.interarrivalJitter) / 48
         stats.sendFailures = localSendFailures + setup.transport.sendFailureCount + setup.transport.sendQueueDropCount
+        if let processor = setup.voiceProcessor { stats.voice = processor.statistics() }
         let jb = jitterBuffer.statistics
         stats.jitterBufferDelayMilliseconds = jb.playoutDelayMilliseconds.map(Double.init)
         stats.jitterBufferTargetMilliseconds = Double(jb.targetDelayMilliseconds)

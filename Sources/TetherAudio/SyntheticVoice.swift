@@ -1,7 +1,8 @@
 import Glibc
 
 /// A deterministic, speech-like test signal: eight harmonics of a pitch gliding around a base
-/// frequency, gated at a syllable rate, with a quiet gap now and then. Voice processing treats it
+/// frequency, gated at a syllable rate, with a quiet gap now and then (rhythm and gaps differ
+/// with the pitch). Voice processing treats it
 /// as speech (its noise suppressor does not remove it, its echo canceller sees a wideband
 /// signal), unlike a steady sine. Used by the voice-processing tests and `tether-bench voice`.
 public struct SyntheticVoice: Sendable {
@@ -31,9 +32,12 @@ public struct SyntheticVoice: Sendable {
         let glide = pitchHertz + 0.28 * pitchHertz * sin(2 * Double.pi * 0.7 * t)
         phase += 2 * Double.pi * glide / sampleRateHertz
         if phase > 2 * Double.pi * 1000 { phase -= 2 * Double.pi * 1000 }
-        // Syllables at 4 Hz, and a pause of 0.3 s every 2.5 s.
-        var envelope = 0.55 + 0.45 * sin(2 * Double.pi * 4 * t)
-        if t.truncatingRemainder(dividingBy: 2.5) > 2.2 { envelope = 0 }
+        // Syllables at 3.5–4.5 Hz and a pause of 0.3 s every 2.3–2.9 s, both set by the pitch, so
+        // two voices (a near and a far talker) do not share a rhythm, as real talkers do not.
+        let syllables = 3.1 + pitchHertz / 250
+        let breath = 2.2 + pitchHertz / 300
+        var envelope = 0.55 + 0.45 * sin(2 * Double.pi * syllables * t + pitchHertz)
+        if (t + pitchHertz / 97).truncatingRemainder(dividingBy: breath) > breath - 0.3 { envelope = 0 }
         var v = 0.0
         for h in 1...8 { v += sin(Double(h) * phase) / Double(h) }
         t += 1 / sampleRateHertz

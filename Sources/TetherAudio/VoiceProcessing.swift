@@ -77,8 +77,13 @@ public struct VoiceProcessingStatistics: Sendable, Equatable, BitwiseCopyable {
     /// The echo delay the canceller estimates (ms), and its spread.
     public var echoDelayMilliseconds: Int? = nil
     public var echoDelaySpreadMilliseconds: Int? = nil
-    /// The delay given to the canceller (what the devices' buffering says), in ms.
+    /// The delay given to the canceller, in ms: the echo delay measured by correlating what is
+    /// played with what is captured (`EchoDelayEstimator`), or until it is found what the
+    /// devices' buffering suggests.
     public var reportedDelayMilliseconds = 0
+    /// The echo delay measured by that correlation (nil until found), and how well it correlated.
+    public var measuredEchoDelayMilliseconds: Int? = nil
+    public var measuredEchoDelayCorrelation = 0.0
     /// Noise suppression's speech probability for the last chunk (0…1).
     public var speechProbability: Double? = nil
     /// Whether the canceller hears echo now.
@@ -108,6 +113,13 @@ public final class VoiceProcessor: @unchecked Sendable {
     private let farChunk: UnsafeMutableBufferPointer<Int16>
     private let outChunk: UnsafeMutableBufferPointer<Int16>
     private var figures = VoiceProcessingStatistics()
+    /// Measures the echo delay from the two envelopes (the canceller converges only near it).
+    private var delayEstimator = EchoDelayEstimator()
+    /// WebRTC: the far end is handed to the canceller this many samples late, so that the delay
+    /// it must find stays near `alignedDelayMilliseconds` whatever the devices add (it adapts
+    /// to a changed delay only within its own small range, and not to what it is told later).
+    private var referenceDelaySamples = 0
+    private static let alignedDelayMilliseconds = 40
 
     /// Creates the processor (allocates the libraries' state); nil when `settings` runs nothing
     /// or the library refuses the format.
@@ -166,13 +178,18 @@ public final class VoiceProcessor: @unchecked Sendable {
         var offset = 0
         while offset + chunkSamples <= samples.count {
             let chunk = samples.baseAddress! + offset
+            if settings.echoCancellation { delayEstimator.farChunk(chunk, count: chunkSamples) }
+            for i in 0..<chunkSamples {
+                history[(historyWritten + i) % history.count] = chunk[i]
+            }
+            historyWritten += chunkSamples
             if let webrtc {
-                _ = tether_apm_analyze_reverse(webrtc, chunk)
-            } else if speexEcho != nil {
-                for i in 0..<chunkSamples {
-                    history[(historyWritten + i) % history.count] = chunk[i]
+                if referenceDelaySamples == 0 {
+                    _ = tether_apm_analyze_reverse(webrtc, chunk)
+                } else {
+                    copyHistory(endingSamplesAgo: referenceDelaySamples, into: farChunk)
+                    _ = tether_apm_analyze_reverse(webrtc, farChunk.baseAddress!)
                 }
-                historyWritten += chunkSamples
             }
             figures.playbackChunks += 1
             offset += chunkSamples
@@ -183,29 +200,47 @@ public final class VoiceProcessor: @unchecked Sendable {
     /// long after its `analyzePlayback` a far-end sound reaches this capture (playback buffering,
     /// the acoustic path, capture buffering).
     public func processCapture(_ samples: UnsafeMutableBufferPointer<Int16>, delayMilliseconds: Int) {
-        figures.reportedDelayMilliseconds = delayMilliseconds
         var offset = 0
         while offset + chunkSamples <= samples.count {
             let chunk = samples.baseAddress! + offset
+            var delay = delayMilliseconds
+            if settings.echoCancellation {
+                delayEstimator.nearChunk(chunk, count: chunkSamples)
+                if let measured = delayEstimator.delayChunks {
+                    delay = measured * 10
+                    if webrtc != nil {
+                        // Hand the far end over late by all but the aligned delay (not for a
+                        // delay the canceller handles as it is).
+                        let extra = delay > 2 * Self.alignedDelayMilliseconds ? delay - Self.alignedDelayMilliseconds : 0
+                        referenceDelaySamples = min(history.count - 2 * chunkSamples, extra * sampleRateHertz / 1000)
+                        delay -= referenceDelaySamples * 1000 / sampleRateHertz
+                    }
+                }
+            }
+            figures.reportedDelayMilliseconds = delay
             if let webrtc {
-                _ = tether_apm_process_capture(webrtc, chunk, Int32(delayMilliseconds))
+                _ = tether_apm_process_capture(webrtc, chunk, Int32(delay))
             } else {
-                processSpeex(chunk, delayMilliseconds: delayMilliseconds)
+                processSpeex(chunk, delayMilliseconds: delay)
             }
             figures.captureChunks += 1
             offset += chunkSamples
         }
     }
 
+    /// The far-end chunk that ended `ago` samples before the latest one handed over.
+    private func copyHistory(endingSamplesAgo ago: Int, into out: UnsafeMutableBufferPointer<Int16>) {
+        let start = historyWritten - ago - chunkSamples
+        for i in 0..<chunkSamples {
+            let index = start + i
+            out[i] = index < 0 ? 0 : history[index % history.count]
+        }
+    }
+
     private func processSpeex(_ chunk: UnsafeMutablePointer<Int16>, delayMilliseconds: Int) {
         if let echo = speexEcho {
             // The far-end chunk whose echo this capture chunk holds: `delay` before now.
-            let delaySamples = min(history.count - 2 * chunkSamples, max(0, delayMilliseconds * sampleRateHertz / 1000))
-            let start = historyWritten - delaySamples - chunkSamples
-            for i in 0..<chunkSamples {
-                let index = start + i
-                farChunk[i] = index < 0 ? 0 : history[index % history.count]
-            }
+            copyHistory(endingSamplesAgo: min(history.count - 2 * chunkSamples, max(0, delayMilliseconds * sampleRateHertz / 1000)), into: farChunk)
             speex_echo_cancellation(echo, chunk, farChunk.baseAddress, outChunk.baseAddress)
             chunk.update(from: outChunk.baseAddress!, count: chunkSamples)
         }
@@ -220,6 +255,8 @@ public final class VoiceProcessor: @unchecked Sendable {
     /// The latest figures (reads the library's metrics: call it a few times a second, not per chunk).
     public func statistics() -> VoiceProcessingStatistics {
         var out = figures
+        out.measuredEchoDelayMilliseconds = delayEstimator.delayChunks.map { $0 * 10 }
+        out.measuredEchoDelayCorrelation = delayEstimator.correlation
         if let webrtc {
             var s = tether_apm_statistics()
             tether_apm_get_statistics(webrtc, &s)

@@ -69,6 +69,8 @@ struct Call: AsyncParsableCommand {
     @Option(help: "Hang up after this many seconds (default: run until hangup).")
     var duration: Double?
 
+    @OptionGroup var voice: VoiceOptions
+
     enum Role: String, ExpressibleByArgument, Sendable { case offer, answer }
 
     func run() async throws {
@@ -127,6 +129,7 @@ struct Call: AsyncParsableCommand {
         c.audioSource = try AudioEndpointSpec.source(input, periodMilliseconds: period)
         c.audioSink = try AudioEndpointSpec.sink(output, periodMilliseconds: period)
         c.requiresCapture = requireCapture
+        c.voiceProcessing = voice.settings(for: c.audioSource)
         c.opus = OpusSettings(frameDurationMilliseconds: ptime)
         c.keying = keying
         c.localAddresses = localAddresses

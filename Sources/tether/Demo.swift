@@ -73,6 +73,8 @@ struct Demo: AsyncParsableCommand {
     @Option(help: "When A sends the DTMF digits, in seconds after set-up.")
     var dtmfAt: Double = 1
 
+    @OptionGroup var voice: VoiceOptions
+
     func validate() throws {
         guard duration > 0 && duration <= 3600 else { throw ValidationError("--duration must be in (0, 3600]") }
         if let outage, !(outage > 0 && outage <= 600) { throw ValidationError("--outage must be in (0, 600]") }
@@ -98,13 +100,15 @@ struct Demo: AsyncParsableCommand {
             audioSink: try outputA.map { try AudioEndpointSpec.sink($0, periodMilliseconds: period) } ?? WAVFileSink(path: aWAV),
             opus: opus, localAddresses: ["127.0.0.1"], statisticsIntervalSeconds: 0, cname: "demo-a")
         aConfiguration.keying = keying
+        aConfiguration.voiceProcessing = voice.settings(for: aConfiguration.audioSource)
         let a = try CallSession(configuration: aConfiguration)
-        let b = try CallSession(
-            configuration: CallConfiguration(
-                audioSource: try inputB.map { try AudioEndpointSpec.source($0, periodMilliseconds: period) }
-                    ?? TestSignalSource(frequencyHertz: bFrequency, levelDBFS: level),
-                audioSink: try outputB.map { try AudioEndpointSpec.sink($0, periodMilliseconds: period) } ?? WAVFileSink(path: bWAV),
-                opus: opus, localAddresses: ["127.0.0.1"], statisticsIntervalSeconds: 0, cname: "demo-b"))
+        var bConfiguration = CallConfiguration(
+            audioSource: try inputB.map { try AudioEndpointSpec.source($0, periodMilliseconds: period) }
+                ?? TestSignalSource(frequencyHertz: bFrequency, levelDBFS: level),
+            audioSink: try outputB.map { try AudioEndpointSpec.sink($0, periodMilliseconds: period) } ?? WAVFileSink(path: bWAV),
+            opus: opus, localAddresses: ["127.0.0.1"], statisticsIntervalSeconds: 0, cname: "demo-b")
+        bConfiguration.voiceProcessing = voice.settings(for: bConfiguration.audioSource)
+        let b = try CallSession(configuration: bConfiguration)
         var plan = "A sends \(Int(aFrequency)) Hz, B sends \(Int(bFrequency)) Hz at \(level) dBFS over ICE on 127.0.0.1"
         if let relay { plan += " through the impairment relay (ports \(relay.portA)/\(relay.portB))" }
         if loss > 0 { plan += ", \(loss) % random loss (seed \(seed))" }

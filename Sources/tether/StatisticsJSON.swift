@@ -8,6 +8,7 @@ enum StatisticsJSON {
             "targetBitrate": s.targetBitrateBitsPerSecond, "srtpSuite": s.srtpSuite, "srtpKeying": s.srtpKeying,
             "dtlsHandshakeDatagramsAfterSetUp": s.dtlsHandshakeDatagramsAfterSetUp,
             "direction": s.direction, "localHold": s.localHold, "remoteHold": s.remoteHold,
+            "voiceProcessing": s.voiceProcessing,
             "dtmfDigitsSent": s.dtmfDigitsSent, "dtmfDigitsReceived": s.dtmfDigitsReceived,
             "dtmfPacketsSent": s.dtmfPacketsSent, "dtmfPacketsReceived": s.dtmfPacketsReceived,
             "packetsSent": s.packetsSent, "bytesSent": s.bytesSent, "packetsReceived": s.packetsReceived,
@@ -36,6 +37,11 @@ enum StatisticsJSON {
             o["mos"] = mos
             o["rFactor"] = r
         }
+        let v = s.voiceProcessingFigures
+        if let erle = v.echoReturnLossEnhancementDecibels { o["echoReturnLossEnhancementDb"] = erle }
+        if let delay = v.echoDelayMilliseconds { o["echoDelayMs"] = delay }
+        if let p = v.speechProbability { o["speechProbability"] = p }
+        if s.voiceProcessing != "off" { o["echoPresent"] = v.echoPresent }
         o["heardLossPercent"] = s.heardLossPercent
         o["fecEnabled"] = s.encoderInBandFEC
         o["fecExpectedLossPercent"] = s.encoderExpectedLossPercent

@@ -34,6 +34,13 @@ enum StatisticsTable {
             ("estimated MOS (E-model R)", { s in s.meanOpinionScore.map { String(format: "%.2f (R %.1f)", $0, s.qualityRating!) } ?? "-" }),
             ("media thread", { $0.mediaThreadScheduling }),
             ("capture device (thread)", { "\($0.captureDevice) (\($0.captureThreadScheduling))" }),
+            ("voice processing", { s in
+                guard s.voiceProcessing != "off" else { return "off" }
+                let erle = s.voiceProcessingFigures.echoReturnLossEnhancementDecibels.map { String(format: ", ERLE %.0f dB", $0) } ?? ""
+                let delay = s.voiceProcessingFigures.echoDelayMilliseconds.map { ", echo delay \($0) ms" } ?? ""
+                return s.voiceProcessing + erle + delay
+            }),
+            ("DTMF digits sent / received", { "\($0.dtmfDigitsSent) / \($0.dtmfDigitsReceived)" }),
             ("playback device (thread)", { "\($0.playbackDevice) (\($0.playbackThreadScheduling))" }),
             ("path", { "\($0.localAddress) → \($0.remoteAddress)" }),
             ("disruptions / time disrupted", { "\($0.recovery.disruptions.count) / \(String(format: "%.2f s", $0.recovery.totalDisruptedSeconds))" }),

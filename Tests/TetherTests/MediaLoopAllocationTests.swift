@@ -71,7 +71,8 @@ struct MediaLoopAllocationTests {
     private func loop(
         transport: ICETransport, ring: PacketRing, worker: MediaWorker = MediaWorker(driven: true, clock: manualClock),
         send: SRTPKeyMaterial,
-        receive: SRTPKeyMaterial, capture: SPSCRing<Int16>, playback: SPSCRing<Int16>, telephoneEvent: TelephoneEventFormat? = nil
+        receive: SRTPKeyMaterial, capture: SPSCRing<Int16>, playback: SPSCRing<Int16>, telephoneEvent: TelephoneEventFormat? = nil,
+        voice: Bool = false
     ) throws -> MediaLoop {
         MediaLoop(
             MediaLoop.Setup(
@@ -83,6 +84,7 @@ struct MediaLoopAllocationTests {
                     baseBitrateBitsPerSecond: 32_000, maximumBitrateBitsPerSecond: 64_000, peerAcceptsFEC: true,
                     initialExpectedLossPercent: 10),
                 telephoneEvent: telephoneEvent, receivableTelephoneEvents: telephoneEvent.map { [$0] } ?? [],
+                voiceProcessor: voice ? VoiceProcessor(settings: VoiceProcessingSettings()) : nil,
                 notify: { _ in }))
     }
 
@@ -144,12 +146,14 @@ struct MediaLoopAllocationTests {
         return (protectCount / 20, unprotectCount / 20)
     }
 
+    /// With `voice`, both loops run voice processing (WebRTC's: echo cancellation against their
+    /// playout, noise suppression, gain control, high-pass filter) on every frame.
     /// With `dtmf`, ten digits are sent during the counted periods: RFC 4733 events replace the
     /// audio frames (the sender, the queue hand-off), and B's receivers report the digits.
     @Test(
         .enabled(if: CAllocationCounter_isAvailable() == 1, "the sanitizers own malloc; counting runs in the plain build"),
-        arguments: [false, true])
-    func sendAndReceivePathsAllocateNothingOfTheirOwn(dtmf: Bool) throws {
+        arguments: [(false, false), (true, false), (false, true)])
+    func sendAndReceivePathsAllocateNothingOfTheirOwn(dtmf: Bool, voice: Bool) throws {
         let net = try ConnectedTransports()
         defer {
             net.a.close()
@@ -163,9 +167,11 @@ struct MediaLoopAllocationTests {
         let playbackB = SPSCRing<Int16>(capacity: 4096)
         let events = dtmf ? TelephoneEventFormat(payloadType: 101, clockRateHz: 48_000) : nil
         let loopA = try loop(
-            transport: net.a, ring: net.ringA, send: keyA, receive: keyB, capture: captureA, playback: playbackA, telephoneEvent: events)
+            transport: net.a, ring: net.ringA, send: keyA, receive: keyB, capture: captureA, playback: playbackA, telephoneEvent: events,
+            voice: voice)
         let loopB = try loop(
-            transport: net.b, ring: net.ringB, send: keyB, receive: keyA, capture: captureB, playback: playbackB, telephoneEvent: events)
+            transport: net.b, ring: net.ringB, send: keyB, receive: keyA, capture: captureB, playback: playbackB, telephoneEvent: events,
+            voice: voice)
         let frame = UnsafeMutableBufferPointer<Int16>.allocate(capacity: 960)
         defer { frame.deallocate() }
         let sink = UnsafeMutableBufferPointer<Int16>.allocate(capacity: 960)
