@@ -118,6 +118,39 @@ struct VoiceProcessingTests {
         }
     }
 
+    /// The devices' buffering is unknown: the delay given is 40 ms whatever the room does. The
+    /// estimator measures the real delay from the envelopes, and the canceller converges anyway.
+    @Test(arguments: [140, 260, 320])
+    func anUnknownEchoDelayIsMeasuredAndCancelled(delayMilliseconds: Int) throws {
+        let processor = try #require(VoiceProcessor(settings: VoiceProcessingSettings()))
+        var room = EchoRoom(delayMilliseconds: delayMilliseconds)
+        let r = run(&room, processor, seconds: 7, reportedDelay: 40)
+        let measured = try #require(processor.statistics().measuredEchoDelayMilliseconds)
+        print("unknown delay \(delayMilliseconds) ms: measured \(measured) ms, ERLE 3–7 s \(erle(r, from: 3, to: 7)) dB")
+        #expect(abs(measured - delayMilliseconds) <= 20)
+        #expect(erle(r, from: 3, to: 7) >= 25)
+    }
+
+    /// The estimator alone: a far end and its echo 180 ms later, in 10 ms chunks.
+    @Test func theEchoDelayEstimatorFindsTheDelayWithinTwoSeconds() {
+        var estimator = EchoDelayEstimator()
+        var room = EchoRoom(delayMilliseconds: 180)
+        room.noisePeak = 200
+        var play = [Int16](repeating: 0, count: 480)
+        var mic = play
+        var near = play
+        var foundAt: Int?
+        for chunk in 0..<300 {
+            room.chunk(play: &play, mic: &mic, near: &near)
+            play.withUnsafeBufferPointer { estimator.farChunk($0.baseAddress!, count: 480) }
+            mic.withUnsafeBufferPointer { estimator.nearChunk($0.baseAddress!, count: 480) }
+            if foundAt == nil, estimator.delayChunks != nil { foundAt = chunk }
+        }
+        #expect(estimator.delayChunks == 18)
+        #expect((foundAt ?? 999) <= 200, "found after \(foundAt.map { $0 * 10 } ?? -1) ms")
+        #expect(estimator.correlation > 0.9)
+    }
+
     /// Double talk: both talk at once. What the peer hears of the near-end talker, compared with
     /// the same processing of the near end without any echo: the difference (echo left, speech
     /// clipped by the suppressor) stays well under the speech.
