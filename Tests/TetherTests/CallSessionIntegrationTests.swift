@@ -50,9 +50,11 @@ struct CallSessionIntegrationTests {
         let bEnded = await rb.waitFor("ended", timeoutSeconds: 3)
         #expect(bEnded != nil)
         #expect(rb.endReason?.cause == .remoteHangup)
-        #expect(ra.endReason?.cause == .localHangup)
+        // A's own `ended` event reaches its recorder a moment after hangUp() returns: read it once
+        // the stream has finished (a loaded ASan run read it too early once).
         await ra.finished()
         await rb.finished()
+        #expect(ra.endReason?.cause == .localHangup)
 
         // ≥ 95 % of packets delivered both ways, by both our count and the senders' counts.
         #expect(sa.packetsSent > 100 && sb.packetsSent > 100)
