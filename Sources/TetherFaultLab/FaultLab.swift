@@ -367,13 +367,16 @@ private final class Row: @unchecked Sendable {
     /// Each side that left `established` is back within `limit` of `back`.
     func judgeRestored(_ r: inout FaultRowResult, sides: [(String, LabCallProcess)], back: Double, limit: Double) {
         for (name, side) in sides {
-            let disrupted = side.states.filter { $0.at >= back - 60 && ["mediaDisrupted", "renewingMedia"].contains($0.state) }
+            let states = side.states
+            let disrupted = states.indices.filter { states[$0].at >= back - 60 && ["mediaDisrupted", "renewingMedia"].contains(states[$0].state) }
             guard let firstLeft = disrupted.first else { continue }
             // Back in `established` after the disruption that was under way when the path
             // returned (it may be an instant before the lab saw the path back: the kernel
             // reports a link's state after packets already cross it), counted from the return.
-            let from = disrupted.last { $0.at < back }?.at ?? firstLeft.at
-            let restored = side.states.first { $0.state == "established" && $0.at > from }.map { max(0, $0.at - back) }
+            // By the lines' order, not their instants: a process continued after SIGSTOP prints
+            // mediaDisrupted, renewingMedia and established within the same millisecond.
+            let from = disrupted.last { states[$0].at < back } ?? firstLeft
+            let restored = states[(from + 1)...].first { $0.state == "established" }.map { max(0, $0.at - back) }
             r.measurements["\(name) restored"] = restored ?? -1
             r.check("\(name) restored ≤ \(limit) s", within(restored, limit), "\(fmt(restored)) after the path returned")
         }
