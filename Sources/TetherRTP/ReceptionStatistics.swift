@@ -96,9 +96,6 @@ public struct ReceptionStatistics: Sendable, Equatable, Hashable {
         expectedPackets - Int64(packetsReceived)
     }
 
-    /// Whether the packet being counted contributes to the jitter.
-    private var jitterSample = true
-
     /// Interarrival jitter in RTP timestamp units, as reported in RTCP (A.8: jitter >> 4).
     public var interarrivalJitter: UInt32 {
         UInt32(clamping: interarrivalJitterTimes16 >> 4)
@@ -120,12 +117,11 @@ public struct ReceptionStatistics: Sendable, Equatable, Hashable {
         arrivalRTPUnits: UInt32,
         updatesJitter: Bool = true
     ) -> PacketClassification {
-        jitterSample = updatesJitter
         if !started {
             started = true
             if minimumSequentialPackets <= 1 {
                 restart(at: sequenceNumber)
-                countPacket(rtpTimestamp: rtpTimestamp, arrivalRTPUnits: arrivalRTPUnits)
+                countPacket(rtpTimestamp: rtpTimestamp, arrivalRTPUnits: arrivalRTPUnits, updatesJitter: updatesJitter)
                 return .inOrder
             }
             restart(at: sequenceNumber)
@@ -140,7 +136,7 @@ public struct ReceptionStatistics: Sendable, Equatable, Hashable {
                 maxSequence = sequenceNumber
                 if probation == 0 {
                     restart(at: sequenceNumber)
-                    countPacket(rtpTimestamp: rtpTimestamp, arrivalRTPUnits: arrivalRTPUnits)
+                    countPacket(rtpTimestamp: rtpTimestamp, arrivalRTPUnits: arrivalRTPUnits, updatesJitter: updatesJitter)
                     return .inOrder
                 }
             } else {
@@ -184,7 +180,7 @@ public struct ReceptionStatistics: Sendable, Equatable, Hashable {
         case .reordered: reorderedPackets += 1
         default: break
         }
-        countPacket(rtpTimestamp: rtpTimestamp, arrivalRTPUnits: arrivalRTPUnits)
+        countPacket(rtpTimestamp: rtpTimestamp, arrivalRTPUnits: arrivalRTPUnits, updatesJitter: updatesJitter)
         return classification
     }
 
@@ -241,9 +237,9 @@ public struct ReceptionStatistics: Sendable, Equatable, Hashable {
     }
 
     /// Counts a packet as received and updates jitter (A.8, integer form).
-    private mutating func countPacket(rtpTimestamp: UInt32, arrivalRTPUnits: UInt32) {
+    private mutating func countPacket(rtpTimestamp: UInt32, arrivalRTPUnits: UInt32, updatesJitter: Bool) {
         packetsReceived += 1
-        guard jitterSample else { return }
+        guard updatesJitter else { return }
         let transit = arrivalRTPUnits &- rtpTimestamp
         if hasTransit {
             let difference = Int64(Int32(bitPattern: transit &- lastTransit)).magnitude

@@ -22,6 +22,24 @@ struct ReceptionStatisticsTests {
         stats.makeReportBlock(ssrc: 0xABCD, lastSenderReport: 0x1234_5678, delaySinceLastSenderReport: 0x0001_8000)
     }
 
+    /// RFC 4733 event updates carry their event's start, not their sampling instant: counted as
+    /// received (no loss), but left out of the jitter, which a frozen timestamp would inflate.
+    @Test func packetsThatDoNotSampleTheClockAreCountedButAddNoJitter() {
+        var plain = ReceptionStatistics()
+        var events = ReceptionStatistics()
+        for sequence in 0..<50 {
+            let arrival = UInt32(sequence * 960)
+            // Packets 10…16 are a digit's updates, all stamped with the timestamp of packet 10.
+            let timestamp = (10...16).contains(sequence) ? UInt32(10 * 960) : arrival
+            let isEvent = (10...16).contains(sequence)
+            plain.packetReceived(sequenceNumber: UInt16(sequence), rtpTimestamp: timestamp, arrivalRTPUnits: arrival)
+            events.packetReceived(sequenceNumber: UInt16(sequence), rtpTimestamp: timestamp, arrivalRTPUnits: arrival, updatesJitter: !isEvent)
+        }
+        #expect(events.packetsReceived == 50 && events.cumulativeLost == 0)
+        #expect(events.interarrivalJitter == 0)
+        #expect(plain.interarrivalJitter > 0)  // what the events would have done to it
+    }
+
     @Test func inOrderStreamReportsNoLoss() {
         var stats = ReceptionStatistics()
         let classes = feed(&stats, Array(0..<100))
