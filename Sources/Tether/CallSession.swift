@@ -529,16 +529,17 @@ public actor CallSession {
         // may send nothing but RTCP.
         let peerSends = result.direction.isReceiving && !remoteHold
         media?.sendsMedia.store(weSend, ordering: .relaxed)
-        media?.muted.store(isMuted || wantsHold, ordering: .relaxed)
         feed(.peerSendsMedia(peerSends))
         feed(.weSendMedia(weSend))
-        updateCapture()
-        let hold = HoldState(local: holdInForce, remote: remoteHold)
+        updateMicrophone()
         let direction = result.direction.rawValue
-        statisticsContext.withLock {
-            $0.direction = direction
-            $0.hold = hold
-        }
+        statisticsContext.withLock { $0.direction = direction }
+        publishHold()
+    }
+
+    /// Publishes the hold in force (`holdState`, statistics) and reports a change.
+    private func publishHold() {
+        let hold = HoldState(local: holdInForce, remote: remoteHold)
         let changed = holdBox.withLock { current in
             defer { current = hold }
             return current != hold
@@ -546,9 +547,11 @@ public actor CallSession {
         if changed { eventSink.yield(.holdChanged(hold)) }
     }
 
-    /// The capture device runs while media runs, we are neither muted nor holding, and the
-    /// direction lets us send.
-    private func updateCapture() {
+    /// The microphone follows mute and hold: the media loop sends silence while either is on,
+    /// and the capture device runs only while media runs, we are neither muted nor holding, and
+    /// the direction lets us send.
+    private func updateMicrophone() {
+        media?.muted.store(isMuted || wantsHold, ordering: .relaxed)
         guard mediaRunning else { return }
         if capturesNow { startSource() } else { stopSource() }
     }
@@ -607,8 +610,7 @@ public actor CallSession {
         }
         guard hold != wantsHold else { return }
         wantsHold = hold
-        media?.muted.store(isMuted || wantsHold, ordering: .relaxed)
-        updateCapture()
+        updateMicrophone()
         offerHoldChangeIfNeeded()
     }
 
@@ -666,8 +668,7 @@ public actor CallSession {
         pendingOffer = nil
         if wasDirection && wantsHold != holdInForce {
             wantsHold = holdInForce
-            media?.muted.store(isMuted || wantsHold, ordering: .relaxed)
-            updateCapture()
+            updateMicrophone()
         }
     }
 
@@ -746,9 +747,8 @@ public actor CallSession {
     public func setMuted(_ muted: Bool) {
         guard muted != isMuted else { return }
         isMuted = muted
-        media?.muted.store(muted || wantsHold, ordering: .relaxed)
         // Muting releases the microphone; the media loop sends silence meanwhile.
-        updateCapture()
+        updateMicrophone()
     }
 
     /// Lets media flow: opens the audio source and sink and starts the media loop as soon as
@@ -861,8 +861,9 @@ public actor CallSession {
         statistics.direction = context.direction
         statistics.voiceProcessing = context.voiceProcessing
         statistics.voiceProcessingFigures = c.voice
-        statistics.localHold = context.hold.local
-        statistics.remoteHold = context.hold.remote
+        let hold = holdState
+        statistics.localHold = hold.local
+        statistics.remoteHold = hold.remote
         statistics.dtmfDigitsSent = c.dtmfDigitsSent
         statistics.dtmfDigitsReceived = c.dtmfDigitsReceived
         statistics.dtmfPacketsSent = c.dtmfPacketsSent
@@ -1087,12 +1088,7 @@ public actor CallSession {
         remoteHold = !result.remoteDirection.isReceiving
         _ = m.handle(.peerSendsMedia(result.direction.isReceiving && !remoteHold), now: now)
         _ = m.handle(.weSendMedia(result.direction.isSending), now: now)
-        if remoteHold {
-            let hold = HoldState(local: false, remote: true)
-            holdBox.withLock { $0 = hold }
-            statisticsContext.withLock { $0.hold = hold }
-            eventSink.yield(.holdChanged(hold))
-        }
+        publishHold()
         statisticsContext.withLock { $0.direction = result.direction.rawValue }
         machine = m
         pathProbes = PathProbeSchedule(silenceSeconds: configuration.reconnection.pathProbeSeconds)
@@ -1154,8 +1150,8 @@ public actor CallSession {
             throw TetherError(code: .codecFailed, isTerminal: false, canRetry: false, message: "\(error)", cause: error as? OpusCodecError)
         }
         let loop = MediaLoop(setup)
-        loop.muted.store(isMuted || wantsHold, ordering: .relaxed)
         media = loop
+        updateMicrophone()  // muted from the first frame when muted or holding
         let voiceSummary = voice?.settings.summary ?? "off"
         statisticsContext.withLock {
             $0.media = loop
@@ -1271,7 +1267,6 @@ public actor CallSession {
                 guard (try? await Task.sleep(for: .seconds(timeoutSeconds))) != nil else { return }
                 await self?.connectTimedOut()
             })
-        if isMuted || wantsHold { media.muted.store(true, ordering: .relaxed) }
         feed(.mediaStarted)
         if configuration.followsNetworkChanges {
             networkSubscription = NetworkChangeHub.shared.subscribe { [weak self] change in
@@ -1667,7 +1662,6 @@ struct StatisticsContext {
     var remoteAddress = ""
     var recovery = CallRecovery()
     var direction = "sendrecv"
-    var hold = HoldState()
     var voiceProcessing = "off"
     var source: (any AudioSource)?
     var sink: (any AudioSink)?

@@ -129,7 +129,7 @@ struct Call: AsyncParsableCommand {
         c.audioSource = try AudioEndpointSpec.source(input, periodMilliseconds: period)
         c.audioSink = try AudioEndpointSpec.sink(output, periodMilliseconds: period)
         c.requiresCapture = requireCapture
-        c.voiceProcessing = voice.settings(for: c.audioSource)
+        c.voiceProcessing = voice.settings
         c.opus = OpusSettings(frameDurationMilliseconds: ptime)
         c.keying = keying
         c.localAddresses = localAddresses
@@ -238,8 +238,7 @@ struct Call: AsyncParsableCommand {
                     do {
                         if type == "hold" { try await session.hold() } else { try await session.resume() }
                     } catch {
-                        output.write(["type": "error", "code": error.code.rawValue, "terminal": false, "retryable": error.canRetry, "message": error.message])
-                        Log.error(error.description)
+                        refused(error, output: output)
                     }
                 case "dtmf":
                     guard let digits = object["digits"] as? String else { continue }
@@ -248,8 +247,7 @@ struct Call: AsyncParsableCommand {
                     do {
                         try await session.sendDTMF(digits, toneDuration: .milliseconds(toneMs), gap: .milliseconds(gapMs))
                     } catch {
-                        output.write(["type": "error", "code": error.code.rawValue, "terminal": false, "retryable": error.canRetry, "message": error.message])
-                        Log.error(error.description)
+                        refused(error, output: output)
                     }
                 default:
                     continue  // the peer's state, statistics, error and pair lines
@@ -269,9 +267,15 @@ struct Call: AsyncParsableCommand {
             outcome.recordNegotiationFailure()
             await session.end(dueTo: error)  // the events stream prints the error and the ended lines
         } else {
-            output.write(["type": "error", "code": error.code.rawValue, "terminal": false, "retryable": error.canRetry, "message": error.message])
-            Log.error(error.description)
+            refused(error, output: output)
         }
+    }
+
+    /// Something the call refused (a restart description, a command): a non-terminal `error`
+    /// line, and the log; the call goes on.
+    static func refused(_ error: TetherError, output: JSONLineWriter) {
+        output.write(["type": "error", "code": error.code.rawValue, "terminal": false, "retryable": error.canRetry, "message": error.message])
+        Log.error(error.description)
     }
 }
 

@@ -1,6 +1,5 @@
 import ArgumentParser
 import Tether
-import TetherAudio
 
 /// The voice-processing options of `tether call` and `tether demo`.
 struct VoiceOptions: ParsableArguments {
@@ -40,15 +39,14 @@ struct VoiceOptions: ParsableArguments {
     @Flag(inversion: .prefixedNo, help: "High-pass filter.")
     var hpf = true
 
-    /// The settings for a call whose capture is `source`.
-    func settings(for source: any AudioSource) -> VoiceProcessingSettings {
+    /// The settings for a call (`auto` is off for now, as `CallConfiguration`'s automatic choice).
+    var settings: VoiceProcessingSettings {
         let chosen = VoiceProcessingSettings(
             engine: voiceEngine, echoCancellation: aec, echoSuppression: echoSuppression.setting, noiseSuppression: ns,
             gainControl: agc, highPassFilter: hpf)
         switch voiceProcessing {
         case .on: return chosen
-        case .off: return .off
-        case .auto: return .off
+        case .off, .auto: return .off
         }
     }
 }
