@@ -194,7 +194,7 @@ struct DTMFTests {
 
     /// 30 % loss, a fixed pattern: every digit still arrives once, in order.
     @Test func lossyPathStillDeliversEveryDigitOnce() throws {
-        var rng = SplitMix(seed: 7)
+        var rng = SeededGenerator(seed: 7)
         let got = try roundTrip("159#D0") { packets in
             packets.filter { _ in rng.next() % 10 >= 3 }
         }
@@ -218,18 +218,5 @@ struct DTMFTests {
         receiver.receive(TelephoneEventPayload(event: 16, isEnd: true, duration: 800), timestamp: 1, now: 0)
         let got = receiver.takeReceived()
         #expect(got == nil)
-    }
-}
-
-/// A tiny deterministic generator for loss patterns.
-struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

@@ -111,8 +111,8 @@ struct BaresipInteropTests {
         #expect(holdState()?["direction"] as? String == "sendonly")
         let held = await c.baresip.report(timeoutSeconds: 10) { ($0["receivedPacketsPerSecond"] as? Int ?? -1) == 0 }
         #expect(held?["direction"] as? String == "recvonly", "baresip answers Tether's hold recvonly")
-        try await Task.sleep(for: .milliseconds(500))
-        let atHold = received()
+        // Statistics lines come every 0.25 s: steady for a second once nothing arrives.
+        let atHold = try #require(await steadyValue(quietSeconds: 1) { received() })
         try await Task.sleep(for: .seconds(2))
         #expect(received() <= atHold + 2, "baresip sends nothing to the side that holds it")
         c.tether.send("resume")
@@ -124,8 +124,7 @@ struct BaresipInteropTests {
         c.baresip.send("hold")
         #expect(await waitUntil(timeoutSeconds: 10) { holdState()?["remote"] as? Bool == true })
         #expect(holdState()?["direction"] as? String == "recvonly")
-        try await Task.sleep(for: .milliseconds(500))
-        let atRemoteHold = received()
+        let atRemoteHold = try #require(await steadyValue(quietSeconds: 1) { received() })
         try await Task.sleep(for: .seconds(2.5))  // past the 1 s disruption threshold: RTCP keeps it
         #expect(received() <= atRemoteHold + 2)
         #expect(await c.baresip.report(timeoutSeconds: 10) { ($0["receivedPacketsPerSecond"] as? Int ?? -1) == 0 } != nil,

@@ -6,13 +6,20 @@ import TetherRealtime
 /// `tether call` as processes: signaling as JSON lines, carried by the test as a tiny relay.
 @Suite("tether call processes", .serialized)
 struct CallProcessTests {
-    @Test func twoProcessesJoinedByALineRelayHoldACallAndExitCleanly() async throws {
-        let a = try CallProcess(name: "A", arguments: ["--role", "offer", "--local-address", "127.0.0.1", "--statistics-interval", "0.5"])
-        let b = try CallProcess(name: "B", arguments: ["--role", "answer", "--local-address", "127.0.0.1", "--statistics-interval", "0.5"])
+    /// Two `tether call` processes on 127.0.0.1, A offering, each line relayed to the other, both
+    /// established.
+    func joinedPair(statisticsInterval: String) async throws -> (CallProcess, CallProcess) {
+        let a = try CallProcess(name: "A", arguments: ["--role", "offer", "--local-address", "127.0.0.1", "--statistics-interval", statisticsInterval])
+        let b = try CallProcess(name: "B", arguments: ["--role", "answer", "--local-address", "127.0.0.1", "--statistics-interval", statisticsInterval])
         a.relayLines(to: b)
         b.relayLines(to: a)
         #expect(await a.waitFor(state: "established", timeoutSeconds: 10) != nil)
         #expect(await b.waitFor(state: "established", timeoutSeconds: 10) != nil)
+        return (a, b)
+    }
+
+    @Test func twoProcessesJoinedByALineRelayHoldACallAndExitCleanly() async throws {
+        let (a, b) = try await joinedPair(statisticsInterval: "0.5")
         try await Task.sleep(for: .seconds(2))
         a.send(#"{"type":"hangup","sipCode":200}"#)
         #expect(await a.waitForExit(timeoutSeconds: 10) == 0)
@@ -30,12 +37,7 @@ struct CallProcessTests {
     /// the statistics' direction, no RTP while held; `dtmf 12#` sent by B and reported by A as
     /// `dtmf-received` lines; a bad digit is a non-terminal error line (5004).
     @Test func holdResumeAndDTMFThroughTheCommandLine() async throws {
-        let a = try CallProcess(name: "A", arguments: ["--role", "offer", "--local-address", "127.0.0.1", "--statistics-interval", "0.25"])
-        let b = try CallProcess(name: "B", arguments: ["--role", "answer", "--local-address", "127.0.0.1", "--statistics-interval", "0.25"])
-        a.relayLines(to: b)
-        b.relayLines(to: a)
-        #expect(await a.waitFor(state: "established", timeoutSeconds: 10) != nil)
-        #expect(await b.waitFor(state: "established", timeoutSeconds: 10) != nil)
+        let (a, b) = try await joinedPair(statisticsInterval: "0.25")
         func holdLine(_ p: CallProcess) -> [String: Any]? { p.objects.last { $0.object["type"] as? String == "hold-state" }?.object }
         func received(_ p: CallProcess) -> Int { p.lastStatistics?["packetsReceived"] as? Int ?? 0 }
 
@@ -44,17 +46,16 @@ struct CallProcessTests {
         #expect(holdLine(a)?["direction"] as? String == "sendonly" && holdLine(b)?["direction"] as? String == "recvonly")
         #expect(await waitUntil(timeoutSeconds: 5) { a.lastStatistics?["localHold"] as? Bool == true && b.lastStatistics?["remoteHold"] as? Bool == true })
         #expect(a.lastStatistics?["direction"] as? String == "sendonly")
-        try await Task.sleep(for: .milliseconds(600))
-        let heldAt = (received(a), received(b))
-        try await Task.sleep(for: .seconds(1.5))
-        #expect(received(a) <= heldAt.0 + 1 && received(b) <= heldAt.1 + 1, "no RTP either way while held")
+        let heldAt = try #require(await steadyValue(quietSeconds: 1) { [received(a), received(b)] })  // lines every 0.25 s
+        try await Task.sleep(for: .seconds(1.5))  // nothing more arrives while held
+        #expect(received(a) <= heldAt[0] + 1 && received(b) <= heldAt[1] + 1, "no RTP either way while held")
         b.send("dtmf 1")  // B is held (recvonly): it cannot send
         #expect(await waitUntil(timeoutSeconds: 5) { b.objects.contains { $0.object["type"] as? String == "error" && $0.object["code"] as? Int == 5002 } })
 
         a.send(#"{"type":"resume"}"#)
         #expect(await waitUntil(timeoutSeconds: 10) { holdLine(a)?["local"] as? Bool == false && holdLine(b)?["remote"] as? Bool == false })
         #expect(holdLine(a)?["direction"] as? String == "sendrecv")
-        #expect(await waitUntil(timeoutSeconds: 10) { received(a) > heldAt.0 + 25 && received(b) > heldAt.1 + 25 })
+        #expect(await waitUntil(timeoutSeconds: 10) { received(a) > heldAt[0] + 25 && received(b) > heldAt[1] + 25 })
 
         b.send("dtmf 12#")
         b.send(#"{"type":"dtmf","digits":"9x"}"#)

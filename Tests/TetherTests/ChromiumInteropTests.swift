@@ -20,20 +20,30 @@ struct ChromiumInteropTests {
         return path
     }
 
+    /// `tether call` (DTLS-SRTP, on 127.0.0.1) and Chromium, each line relayed to the other
+    /// (Chromium's through `rewrite`, when given).
+    static func call(
+        dir: String, tetherRole: String, tetherArguments: [String] = [], rewrite: (@Sendable (String) -> String)? = nil
+    ) throws -> (tether: CallProcess, chromium: CallProcess) {
+        let tether = try CallProcess(
+            name: "tether",
+            arguments: ["--role", tetherRole, "--keying", "dtls", "--local-address", "127.0.0.1", "--statistics-interval", "0.5"]
+                + tetherArguments)
+        let chromium = try CallProcess(
+            name: "chromium",
+            program: ["python3", script, "--role", tetherRole == "offer" ? "answer" : "offer", "--audio", try toneFile(dir)])
+        tether.relayLines(to: chromium)
+        chromium.relayLines(to: tether, rewrite: rewrite)
+        return (tether, chromium)
+    }
+
     @Test(arguments: ["offer", "answer"])
     func aCallWithChromiumCarriesATuneEachWayAndSurvivesRestartsFromBothSides(tetherRole: String) async throws {
         let dir = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let received = dir + "/tether-received.wav"
-        let tether = try CallProcess(
-            name: "tether",
-            arguments: ["--role", tetherRole, "--keying", "dtls", "--local-address", "127.0.0.1", "--input", "tone:660",
-                        "--output", "wav:" + received, "--statistics-interval", "0.5"])
-        let chromium = try CallProcess(
-            name: "chromium",
-            program: ["python3", Self.script, "--role", tetherRole == "offer" ? "answer" : "offer", "--audio", try Self.toneFile(dir)])
-        tether.relayLines(to: chromium)
-        chromium.relayLines(to: tether)
+        let (tether, chromium) = try Self.call(
+            dir: dir, tetherRole: tetherRole, tetherArguments: ["--input", "tone:660", "--output", "wav:" + received])
         #expect(await tether.waitFor(state: "established", timeoutSeconds: 30) != nil)
         #expect(await chromium.waitFor(state: "connected", timeoutSeconds: 30) != nil)
         let first = try #require(await chromium.report(timeoutSeconds: 20) {
@@ -95,14 +105,7 @@ struct ChromiumInteropTests {
     func aChromiumThatHidesItsAddressesBehindMDNSNamesIsReachedAnyway(tetherRole: String) async throws {
         let dir = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let tether = try CallProcess(
-            name: "tether",
-            arguments: ["--role", tetherRole, "--keying", "dtls", "--local-address", "127.0.0.1", "--statistics-interval", "0.5"])
-        let chromium = try CallProcess(
-            name: "chromium",
-            program: ["python3", Self.script, "--role", tetherRole == "offer" ? "answer" : "offer", "--audio", try Self.toneFile(dir)])
-        tether.relayLines(to: chromium)
-        chromium.relayLines(to: tether, rewrite: Self.hidingAddresses)
+        let (tether, chromium) = try Self.call(dir: dir, tetherRole: tetherRole, rewrite: Self.hidingAddresses)
         #expect(await tether.waitFor(state: "established", timeoutSeconds: 30) != nil)
         let pair = tether.objects.last { $0.object["type"] as? String == "pair" }?.object
         #expect(pair?["remoteType"] as? String == "prflx")
@@ -123,14 +126,7 @@ struct ChromiumInteropTests {
     func chromiumsInsertDTMFArrivesAtTetherAsDigits(tetherRole: String) async throws {
         let dir = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let tether = try CallProcess(
-            name: "tether",
-            arguments: ["--role", tetherRole, "--keying", "dtls", "--local-address", "127.0.0.1", "--statistics-interval", "0.5"])
-        let chromium = try CallProcess(
-            name: "chromium",
-            program: ["python3", Self.script, "--role", tetherRole == "offer" ? "answer" : "offer", "--audio", try Self.toneFile(dir)])
-        tether.relayLines(to: chromium)
-        chromium.relayLines(to: tether)
+        let (tether, chromium) = try Self.call(dir: dir, tetherRole: tetherRole)
         #expect(await tether.waitFor(state: "established", timeoutSeconds: 30) != nil)
         let connected = try #require(await chromium.report(timeoutSeconds: 20) { ($0["packetsReceived"] as? Int ?? 0) > 25 })
         #expect(connected["canInsertDTMF"] as? Bool == true)

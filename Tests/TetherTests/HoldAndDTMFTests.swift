@@ -68,11 +68,12 @@ struct HoldAndDTMFTests {
         let offers = c.ra.descriptions.filter { $0.kind == .offer && $0.isRestart }
         #expect(offers.count == 1 && offers[0].sdp.contains("a=sendonly"))
 
-        try await Task.sleep(for: .milliseconds(300))  // packets already in flight land
+        // Once packets already in flight have landed…
+        _ = try #require(await steadyValue { [c.a.statistics().packetsReceived, c.b.statistics().packetsReceived] })
         let before = (a: c.a.statistics(), b: c.b.statistics())
         let framesA = c.sourceA.statistics.framesTransferred
         let framesB = c.sourceB.statistics.framesTransferred
-        try await Task.sleep(for: .seconds(3))
+        try await Task.sleep(for: .seconds(3))  // three disruption thresholds: nothing flows, nothing is disrupted
         let during = (a: c.a.statistics(), b: c.b.statistics())
         #expect(during.a.packetsSent == before.a.packetsSent)
         #expect(during.b.packetsSent == before.b.packetsSent)
@@ -134,10 +135,9 @@ struct HoldAndDTMFTests {
         let restartOffers = (c.ra.descriptions + c.rb.descriptions).filter { $0.isRestart }
         #expect(restartOffers.count == 6)  // hold offer + answer, two restarts with their answers
         #expect(c.a.holdState == HoldState(local: true) && c.b.holdState == HoldState(remote: true))
-        try await Task.sleep(for: .milliseconds(300))
-        let sent = (c.a.statistics().packetsSent, c.b.statistics().packetsSent)
-        try await Task.sleep(for: .seconds(1.5))
-        #expect(c.a.statistics().packetsSent == sent.0 && c.b.statistics().packetsSent == sent.1)
+        let sent = try #require(await steadyValue { [c.a.statistics().packetsSent, c.b.statistics().packetsSent] })
+        try await Task.sleep(for: .seconds(1.5))  // nothing more is sent while held
+        #expect([c.a.statistics().packetsSent, c.b.statistics().packetsSent] == sent)
         #expect(c.a.state == .established && c.b.state == .established, "A went \(c.ra.stateNames), B \(c.rb.stateNames)")
         try await c.a.resume()
         let decoded = c.b.statistics().framesDecoded
@@ -199,9 +199,8 @@ struct HoldAndDTMFTests {
         try await c.a.hold()
         #expect(await waitUntil(timeoutSeconds: 10) { c.a.holdState == HoldState(local: true) && c.b.holdState == HoldState(remote: true) })
         #expect(c.a.statistics().recovery.restartsOffered == 1)
-        try await Task.sleep(for: .milliseconds(300))
-        let sent = c.a.statistics().packetsSent
-        try await Task.sleep(for: .seconds(1))
+        let sent = try #require(await steadyValue { c.a.statistics().packetsSent })
+        try await Task.sleep(for: .seconds(1))  // nothing more is sent while held
         #expect(c.a.statistics().packetsSent == sent)
         #expect(c.signaling.errors.isEmpty)
         await c.end()

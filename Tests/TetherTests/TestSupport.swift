@@ -133,3 +133,24 @@ func waitUntil(timeoutSeconds: Double, _ condition: () -> Bool) async -> Bool {
         try? await Task.sleep(for: .milliseconds(10))
     }
 }
+
+/// Waits until `read()` has kept one value for `quietSeconds` (packets in flight have landed,
+/// counters have stopped), polling every 10 ms, and returns it; nil after `timeoutSeconds`. For a
+/// baseline before asserting that nothing more happens: on a slow machine it waits longer, on a
+/// fast one no longer than it must.
+func steadyValue<T: Equatable>(timeoutSeconds: Double = 10, quietSeconds: Double = 0.25, _ read: () -> T) async -> T? {
+    let deadline = MonotonicClock.nanoseconds() + UInt64(timeoutSeconds * 1e9)
+    var value = read()
+    var since = MonotonicClock.nanoseconds()
+    while MonotonicClock.nanoseconds() < deadline {
+        try? await Task.sleep(for: .milliseconds(10))
+        let now = read()
+        if now != value {
+            value = now
+            since = MonotonicClock.nanoseconds()
+        } else if MonotonicClock.nanoseconds() - since >= UInt64(quietSeconds * 1e9) {
+            return value
+        }
+    }
+    return nil
+}
