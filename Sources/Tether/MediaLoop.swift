@@ -677,11 +677,16 @@ final class MediaLoop: @unchecked Sendable {
             syntheticFrameAt = 0
             while setup.captureRing.readAll(into: pcm) {
                 // Voice processing on what the microphone gave (echo cancelled against what was
-                // played), before mute or hold replace it; the delay hint is what the rings hold
-                // on both sides plus a device period each way.
+                // played), before mute or hold replace it. The rings' fill levels place this
+                // frame against what is played; until the echo delay is measured, a device
+                // period each way is assumed.
                 if let processor = setup.voiceProcessor {
-                    let buffered = setup.playbackRing.availableToRead + setup.captureRing.availableToRead
-                    processor.processCapture(pcm, delayMilliseconds: buffered / 48 + 2 * Int(frameNanoseconds / 1_000_000))
+                    processor.processCapture(
+                        pcm,
+                        timing: CaptureTiming(
+                            playbackQueuedSamples: setup.playbackRing.availableToRead,
+                            captureQueuedSamples: setup.captureRing.availableToRead,
+                            expectedEchoDelayMilliseconds: 2 * Int(frameNanoseconds / 1_000_000)))
                 }
                 sendFrame(now: now)
             }

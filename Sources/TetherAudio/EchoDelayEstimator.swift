@@ -16,6 +16,8 @@ public struct EchoDelayEstimator: ~Copyable {
     public let confidenceThreshold: Double
     /// Chunks between two comparisons.
     public let evaluationIntervalChunks: Int
+    /// How much better than the delay already found another lag must correlate to replace it.
+    public let switchMargin = 0.1
     private let far: UnsafeMutableBufferPointer<Double>
     private let near: UnsafeMutableBufferPointer<Double>
     private let capacity: Int
@@ -78,6 +80,7 @@ public struct EchoDelayEstimator: ~Copyable {
         let offset = farCount - nearCount
         var best = -1.0
         var bestLag = 0
+        var atCurrent = -1.0
         let nMean = mean(near, from: nearCount - windowChunks)
         var nVariance = 0.0
         for i in 0..<windowChunks {
@@ -103,9 +106,15 @@ public struct EchoDelayEstimator: ~Copyable {
                 best = r
                 bestLag = lag
             }
+            if lag == delayChunks { atCurrent = r }
         }
         correlation = best
-        guard best >= confidenceThreshold else {
+        // The delay found is kept while it still correlates about as well as the best lag:
+        // while both ends talk, the near end's own envelope blurs the peak and can tip it a few
+        // chunks away from the echo (measured through the test devices: 70–80 ms found in double
+        // talk where far-end speech alone gave 100). A changed echo path leaves the old lag
+        // uncorrelated, and the new one takes over.
+        guard best >= confidenceThreshold, delayChunks == nil || best > atCurrent + switchMargin else {
             candidate = nil
             return
         }

@@ -78,11 +78,14 @@ public struct VoiceProcessingStatistics: Sendable, Equatable, BitwiseCopyable {
     /// The echo delay the canceller estimates (ms), and its spread.
     public var echoDelayMilliseconds: Int? = nil
     public var echoDelaySpreadMilliseconds: Int? = nil
-    /// The delay given to the canceller, in ms: the echo delay measured by correlating what is
-    /// played with what is captured (`EchoDelayEstimator`), or until it is found what the
-    /// devices' buffering suggests.
+    /// The delay the canceller is told, in ms. The far end is handed to it shifted by the echo
+    /// delay measured (or, until it is, the one expected): WebRTC is told an echo delay up to 80 ms
+    /// as it is and 40 ms for a longer one (the far end late by the rest); speex, 0 (aligned).
     public var reportedDelayMilliseconds = 0
-    /// The echo delay measured by that correlation (nil until found), and how well it correlated.
+    /// The echo delay measured by correlating what is played with what is captured
+    /// (`EchoDelayEstimator`): from a far-end sample leaving the playback ring to its echo
+    /// entering the capture ring (the devices' buffering and the room); nil until found, and how
+    /// well it correlated.
     public var measuredEchoDelayMilliseconds: Int? = nil
     public var measuredEchoDelayCorrelation = 0.0
     /// Noise suppression's speech probability for the last chunk (0…1).
@@ -93,11 +96,39 @@ public struct VoiceProcessingStatistics: Sendable, Equatable, BitwiseCopyable {
     public init() {}
 }
 
+/// Where a captured block sits in time against what is played, from the two rings' fill levels
+/// at the moment it is processed (the media loop reads them; simulations pass zeros).
+public struct CaptureTiming: Sendable, Equatable {
+    /// Samples handed to `analyzePlayback` that the playback device has not taken yet.
+    public var playbackQueuedSamples: Int
+    /// Samples the capture device delivered after the block being processed.
+    public var captureQueuedSamples: Int
+    /// The echo delay to assume until it is measured (ms from a far-end sample leaving the
+    /// playback ring to its echo entering the capture ring: the devices' buffering and the room).
+    public var expectedEchoDelayMilliseconds: Int
+
+    public init(playbackQueuedSamples: Int = 0, captureQueuedSamples: Int = 0, expectedEchoDelayMilliseconds: Int = 40) {
+        self.playbackQueuedSamples = playbackQueuedSamples
+        self.captureQueuedSamples = captureQueuedSamples
+        self.expectedEchoDelayMilliseconds = expectedEchoDelayMilliseconds
+    }
+}
+
 /// Voice processing of one call's capture stream (mono, 48 kHz): the playback side hands it what
 /// is played (`analyzePlayback`), the capture side has each captured frame processed in place
 /// (`processCapture`), both in whole 10 ms chunks. Everything is allocated in `init`; the
 /// per-frame calls neither allocate nor wait (the libraries' own state only), and must come from
 /// one thread (the media loop's).
+///
+/// The far end is not handed to the canceller as it is played but in lockstep with the capture,
+/// one chunk before each capture chunk, picked from a history of what was played by sample
+/// position: the playback position that was current when a capture sample was taken is the
+/// number of samples the playback device has taken minus the number the capture device has
+/// given (both counted from the rings), so the pairing does not depend on when the media loop
+/// happens to run (under load it runs in bursts, and a canceller fed in bursts sees an echo
+/// delay that wanders by tens of milliseconds). The echo delay from there (the devices' own
+/// buffering and the room) is measured by `EchoDelayEstimator`, and the canceller gets the far
+/// end shifted so that the delay it must find is always `alignedDelayMilliseconds`.
 public final class VoiceProcessor: @unchecked Sendable {
     public let settings: VoiceProcessingSettings
     public let sampleRateHertz: Int
@@ -107,21 +138,28 @@ public final class VoiceProcessor: @unchecked Sendable {
     private var webrtc: OpaquePointer?
     private var speexEcho: OpaquePointer?
     private var speexPreprocess: OpaquePointer?
-    /// speex: the far end's recent history (a ring of `historySamples`) to align with the
-    /// capture by the reported delay, and the scratch chunks.
+    /// The far end's recent history (two seconds) by sample position, and the scratch chunks.
     private let history: UnsafeMutableBufferPointer<Int16>
     private var historyWritten = 0
+    /// Capture samples processed so far (the position of the next capture sample).
+    private var captureWritten = 0
     private let farChunk: UnsafeMutableBufferPointer<Int16>
     private let outChunk: UnsafeMutableBufferPointer<Int16>
     private var figures = VoiceProcessingStatistics()
     /// Measures the echo delay from the two envelopes (the canceller converges only near it).
     private var delayEstimator = EchoDelayEstimator()
-    /// WebRTC: the far end is handed to the canceller this many samples late, so that the delay
-    /// it must find stays near `alignedDelayMilliseconds` whatever the devices add (it adapts
-    /// to a changed delay only within its own small range, and not to what it is told later).
-    private var referenceDelaySamples = 0
+    /// Playback position minus capture position (samples): a far sample at capture position
+    /// `c + playbackOffset` was leaving the playback ring when capture sample `c` entered the
+    /// capture ring. `playbackOffset` is held; `offsetAverage` follows the readings (which jump
+    /// by device periods as either side moves) and moves it when it strays.
+    private var playbackOffset: Int?
+    private var offsetAverage = 0.0
+    /// The delay WebRTC's canceller is told for a longer echo, the far end shifted to match
+    /// (0.3 converges only within about 60–100 ms of the delay it is given, and follows a later
+    /// change only within its own small range). speex is handed the far end aligned with its
+    /// echo (measured: 7.8 dB cut aligned, 2.1 dB with the far end 20 ms early).
     private static let alignedDelayMilliseconds = 40
-
+    
     /// Creates the processor (allocates the libraries' state); nil when `settings` runs nothing
     /// or the library refuses the format.
     public init?(settings: VoiceProcessingSettings, sampleRateHertz: Int = 48_000) {
@@ -129,7 +167,7 @@ public final class VoiceProcessor: @unchecked Sendable {
         self.settings = settings
         self.sampleRateHertz = sampleRateHertz
         chunkSamples = sampleRateHertz / 100
-        history = .allocate(capacity: sampleRateHertz)  // one second of far end
+        history = .allocate(capacity: 2 * sampleRateHertz)
         history.initialize(repeating: 0)
         farChunk = .allocate(capacity: chunkSamples)
         farChunk.initialize(repeating: 0)
@@ -174,74 +212,88 @@ public final class VoiceProcessor: @unchecked Sendable {
         outChunk.deallocate()
     }
 
-    /// What is played now (any whole number of chunks): the echo canceller's reference.
+    /// What is played (any number of samples, in the order the playback device takes them): the
+    /// echo canceller's reference.
     public func analyzePlayback(_ samples: UnsafeBufferPointer<Int16>) {
-        var offset = 0
-        while offset + chunkSamples <= samples.count {
-            let chunk = samples.baseAddress! + offset
-            if settings.echoCancellation { delayEstimator.farChunk(chunk, count: chunkSamples) }
-            for i in 0..<chunkSamples {
-                history[(historyWritten + i) % history.count] = chunk[i]
-            }
-            historyWritten += chunkSamples
-            if let webrtc {
-                if referenceDelaySamples == 0 {
-                    _ = tether_apm_analyze_reverse(webrtc, chunk)
-                } else {
-                    copyHistory(endingSamplesAgo: referenceDelaySamples, into: farChunk)
-                    _ = tether_apm_analyze_reverse(webrtc, farChunk.baseAddress!)
-                }
-            }
-            figures.playbackChunks += 1
-            offset += chunkSamples
+        for i in 0..<samples.count {
+            history[(historyWritten + i) % history.count] = samples[i]
         }
+        historyWritten += samples.count
+        figures.playbackChunks = historyWritten / chunkSamples
     }
 
-    /// Processes captured audio in place (any whole number of chunks). `delayMilliseconds`: how
-    /// long after its `analyzePlayback` a far-end sound reaches this capture (playback buffering,
-    /// the acoustic path, capture buffering).
-    public func processCapture(_ samples: UnsafeMutableBufferPointer<Int16>, delayMilliseconds: Int) {
-        var offset = 0
-        while offset + chunkSamples <= samples.count {
-            let chunk = samples.baseAddress! + offset
-            var delay = delayMilliseconds
+    /// Processes captured audio in place (any whole number of chunks), `timing` saying where it
+    /// sits against what is played.
+    public func processCapture(_ samples: UnsafeMutableBufferPointer<Int16>, timing: CaptureTiming) {
+        let chunks = samples.count / chunkSamples
+        guard chunks > 0 else { return }
+        followPlaybackOffset(timing, blockSamples: chunks * chunkSamples)
+        let offset = playbackOffset ?? 0
+        for k in 0..<chunks {
+            let chunk = samples.baseAddress! + k * chunkSamples
+            // The far end that was leaving the playback ring as this chunk was captured.
+            let alongside = captureWritten + offset
+            var echoDelaySamples = timing.expectedEchoDelayMilliseconds * sampleRateHertz / 1000
             if settings.echoCancellation {
+                copyHistory(from: alongside, into: farChunk)
+                delayEstimator.farChunk(farChunk.baseAddress!, count: chunkSamples)
                 delayEstimator.nearChunk(chunk, count: chunkSamples)
-                if let measured = delayEstimator.delayChunks {
-                    delay = measured * 10
-                    if webrtc != nil {
-                        // Hand the far end over late by all but the aligned delay (not for a
-                        // delay the canceller handles as it is).
-                        let extra = delay > 2 * Self.alignedDelayMilliseconds ? delay - Self.alignedDelayMilliseconds : 0
-                        referenceDelaySamples = min(history.count - 2 * chunkSamples, extra * sampleRateHertz / 1000)
-                        delay -= referenceDelaySamples * 1000 / sampleRateHertz
-                    }
-                }
+                if let measured = delayEstimator.delayChunks { echoDelaySamples = measured * chunkSamples }
             }
-            figures.reportedDelayMilliseconds = delay
             if let webrtc {
-                _ = tether_apm_process_capture(webrtc, chunk, Int32(delay))
+                // The canceller is told the echo delay as it is up to twice the aligned delay,
+                // and the aligned delay for a longer one, the far end handed to it late by the
+                // rest; never a far chunk not yet played.
+                let aligned = Self.alignedDelayMilliseconds * sampleRateHertz / 1000
+                let toTell = echoDelaySamples > 2 * aligned ? aligned : echoDelaySamples
+                let wanted = alongside - echoDelaySamples + toTell
+                let start = min(wanted, historyWritten - chunkSamples)
+                copyHistory(from: start, into: farChunk)
+                _ = tether_apm_analyze_reverse(webrtc, farChunk.baseAddress!)
+                let told = (toTell - (wanted - start)) * 1000 / sampleRateHertz
+                figures.reportedDelayMilliseconds = told
+                _ = tether_apm_process_capture(webrtc, chunk, Int32(max(0, told)))
             } else {
-                processSpeex(chunk, delayMilliseconds: delay)
+                copyHistory(from: min(alongside - echoDelaySamples, historyWritten - chunkSamples), into: farChunk)
+                figures.reportedDelayMilliseconds = 0
+                processSpeex(chunk)
             }
+            captureWritten += chunkSamples
             figures.captureChunks += 1
-            offset += chunkSamples
         }
     }
 
-    /// The far-end chunk that ended `ago` samples before the latest one handed over.
-    private func copyHistory(endingSamplesAgo ago: Int, into out: UnsafeMutableBufferPointer<Int16>) {
-        let start = historyWritten - ago - chunkSamples
+    /// Takes this block's reading of the playback offset: the playback device's position (what
+    /// was handed over minus what waits in its ring) minus the capture device's (this block's
+    /// end plus what waits behind it). A reading far from the one held (a gap in either stream:
+    /// capture was closed, playback ran dry) is taken at once; otherwise the held offset moves
+    /// only when the readings' average strays from it by more than 15 ms.
+    private func followPlaybackOffset(_ timing: CaptureTiming, blockSamples: Int) {
+        let reading =
+            (historyWritten - timing.playbackQueuedSamples) - (captureWritten + blockSamples + timing.captureQueuedSamples)
+        guard let held = playbackOffset, abs(reading - held) <= sampleRateHertz / 10 else {
+            playbackOffset = reading
+            offsetAverage = Double(reading)
+            return
+        }
+        offsetAverage += (Double(reading) - offsetAverage) / 32
+        if abs(offsetAverage - Double(held)) > Double(sampleRateHertz) * 0.015 {
+            playbackOffset = Int(offsetAverage.rounded())
+        }
+    }
+
+    /// The far-end chunk that starts at position `start` (silence where nothing was played or
+    /// the history no longer reaches).
+    private func copyHistory(from start: Int, into out: UnsafeMutableBufferPointer<Int16>) {
         for i in 0..<chunkSamples {
             let index = start + i
-            out[i] = index < 0 ? 0 : history[index % history.count]
+            out[i] = index < 0 || index >= historyWritten || index < historyWritten - history.count ? 0 : history[index % history.count]
         }
     }
 
-    private func processSpeex(_ chunk: UnsafeMutablePointer<Int16>, delayMilliseconds: Int) {
+    /// speex on one chunk, `farChunk` holding the far end aligned with it.
+    private func processSpeex(_ chunk: UnsafeMutablePointer<Int16>) {
         if let echo = speexEcho {
-            // The far-end chunk whose echo this capture chunk holds: `delay` before now.
-            copyHistory(endingSamplesAgo: min(history.count - 2 * chunkSamples, max(0, delayMilliseconds * sampleRateHertz / 1000)), into: farChunk)
             speex_echo_cancellation(echo, chunk, farChunk.baseAddress, outChunk.baseAddress)
             chunk.update(from: outChunk.baseAddress!, count: chunkSamples)
         }
