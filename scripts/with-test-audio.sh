@@ -6,7 +6,9 @@
 #
 # Devices (48 kHz mono s16le null sinks): sinks `spk` and `spk2` (playback), their monitors are
 # the capture sources; `mic` is a sink whose monitor `mic.monitor` is the default source (tests
-# play a tone into `mic` to "speak into the microphone"). ALSA PCMs: `tether_spk`, `tether_spk2`,
+# play a tone into `mic` to "speak into the microphone"); `room_spk` and `room_mic`, the same
+# pair for the echo tests and bench, which join them with an echo path (module-loopback) that
+# must not reach the other tests' devices. ALSA PCMs: `tether_spk`, `tether_spk2`,
 # `tether_mic` (capture from mic.monitor), `tether_spk_monitor` (capture from spk.monitor), `default`.
 # Exported: PULSE_SERVER, PULSE_COOKIE, PULSE_CLIENTCONFIG, ALSA_CONFIG_PATH, TETHER_TEST_AUDIO=1,
 # TETHER_TEST_PULSE_DIR (the daemon's folder), TETHER_TEST_PULSE_CLI (pacmd socket).
@@ -29,6 +31,8 @@ load-module module-cli-protocol-unix socket=$DIR/cli
 load-module module-null-sink sink_name=spk rate=48000 channels=1 format=s16le sink_properties=device.description=Speaker
 load-module module-null-sink sink_name=spk2 rate=48000 channels=1 format=s16le sink_properties=device.description=Headset
 load-module module-null-sink sink_name=mic rate=48000 channels=1 format=s16le sink_properties=device.description=MicrophoneFeed
+load-module module-null-sink sink_name=room_spk rate=48000 channels=1 format=s16le sink_properties=device.description=RoomSpeaker
+load-module module-null-sink sink_name=room_mic rate=48000 channels=1 format=s16le sink_properties=device.description=RoomMicrophoneFeed
 set-default-sink spk
 set-default-source mic.monitor
 PA
@@ -77,12 +81,12 @@ done
 pactl info >/dev/null
 # An idle null sink renders ahead: keep one recorder on each monitor and suspend/resume each sink
 # once, so a new capture stream gets its first data in tens of milliseconds rather than up to 2 s.
-for s in spk spk2 mic; do
+for s in spk spk2 mic room_spk room_mic; do
     parecord --device="$s.monitor" --rate=48000 --channels=1 --format=s16le --latency-msec=10 --raw /dev/null &
     KEEPERS+=($!)
 done
 sleep 0.2
-for s in spk spk2 mic; do pactl suspend-sink "$s" 1; pactl suspend-sink "$s" 0; done
+for s in spk spk2 mic room_spk room_mic; do pactl suspend-sink "$s" 1; pactl suspend-sink "$s" 0; done
 # Ready when a fresh capture stream delivers 100 ms of audio.
 timeout 5 parecord --device=mic.monitor --rate=48000 --channels=1 --format=s16le --raw 2>/dev/null | head -c 9600 >/dev/null || true
 

@@ -65,14 +65,14 @@ public struct CallConfiguration: Sendable {
     public var requiresCapture: Bool = false
     /// Voice processing on the capture path (echo cancellation against what is played, noise
     /// suppression, gain control, high-pass filter; see `VoiceProcessingSettings`). nil:
-    /// automatic, which is off for now: measured through the test devices, echo cancellation
-    /// does not yet keep a near-end talker in double talk (issue 16 is open), so it runs only
-    /// when set here (`VoiceProcessingSettings()` for all of it).
+    /// automatic — all of it (`VoiceProcessingSettings()`) when the capture is a sound device
+    /// (`AudioSource.isSoundDevice`), nothing for files and test signals, so benches and quality
+    /// comparisons hear exactly what was sent.
     public var voiceProcessing: VoiceProcessingSettings? = nil
 
     /// The voice processing this configuration runs (`voiceProcessing`, or the automatic choice).
     public var effectiveVoiceProcessing: VoiceProcessingSettings {
-        voiceProcessing ?? .off
+        voiceProcessing ?? (audioSource.isSoundDevice ? VoiceProcessingSettings() : .off)
     }
     /// How our offers key SRTP: SDES (`a=crypto`, `RTP/SAVP`), DTLS-SRTP (`a=fingerprint`,
     /// `UDP/TLS/RTP/SAVPF`, what WebRTC endpoints require), or both (`RTP/SAVPF` with both; the

@@ -15,6 +15,13 @@ public protocol AudioSource: AnyObject, Sendable {
     func stop()
     /// Counters since the last start.
     var statistics: AudioDeviceStatistics { get }
+    /// Whether this captures sound from a device (a microphone, with a room around it), rather
+    /// than reading a file or making a signal: voice processing runs for it by default.
+    var isSoundDevice: Bool { get }
+}
+
+extension AudioSource {
+    public var isSoundDevice: Bool { false }
 }
 
 /// Something that plays audio: a loudspeaker, a WAV file, nothing.

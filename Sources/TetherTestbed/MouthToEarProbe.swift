@@ -101,9 +101,12 @@ public struct MouthToEarProbe: Sendable {
             backend == .pulse
             ? PulseAudioPlayback(deviceName: speakerSink, periodMilliseconds: periodMilliseconds)
             : ALSAPlayback(pcmName: alsaSpeaker, periodMilliseconds: periodMilliseconds)
-        let a = try CallSession(
-            configuration: CallConfiguration(
-                audioSource: microphone, audioSink: DiscardSink(), localAddresses: ["127.0.0.1"], statisticsIntervalSeconds: 0))
+        // Voice processing off: it works in place on each frame (no delay of its own), and its
+        // noise suppression and gain control would reshape the bursts whose onsets are timed.
+        var aConfiguration = CallConfiguration(
+            audioSource: microphone, audioSink: DiscardSink(), localAddresses: ["127.0.0.1"], statisticsIntervalSeconds: 0)
+        aConfiguration.voiceProcessing = .off
+        let a = try CallSession(configuration: aConfiguration)
         let b = try CallSession(
             configuration: CallConfiguration(
                 audioSource: TestSignalSource(frequencyHertz: 0, levelDBFS: -.infinity), audioSink: speaker,

@@ -129,7 +129,7 @@ struct Call: AsyncParsableCommand {
         c.audioSource = try AudioEndpointSpec.source(input, periodMilliseconds: period)
         c.audioSink = try AudioEndpointSpec.sink(output, periodMilliseconds: period)
         c.requiresCapture = requireCapture
-        c.voiceProcessing = voice.settings
+        c.voiceProcessing = voice.settings(for: c.audioSource)
         c.opus = OpusSettings(frameDurationMilliseconds: ptime)
         c.keying = keying
         c.localAddresses = localAddresses

@@ -100,14 +100,14 @@ struct Demo: AsyncParsableCommand {
             audioSink: try outputA.map { try AudioEndpointSpec.sink($0, periodMilliseconds: period) } ?? WAVFileSink(path: aWAV),
             opus: opus, localAddresses: ["127.0.0.1"], statisticsIntervalSeconds: 0, cname: "demo-a")
         aConfiguration.keying = keying
-        aConfiguration.voiceProcessing = voice.settings
+        aConfiguration.voiceProcessing = voice.settings(for: aConfiguration.audioSource)
         let a = try CallSession(configuration: aConfiguration)
         var bConfiguration = CallConfiguration(
             audioSource: try inputB.map { try AudioEndpointSpec.source($0, periodMilliseconds: period) }
                 ?? TestSignalSource(frequencyHertz: bFrequency, levelDBFS: level),
             audioSink: try outputB.map { try AudioEndpointSpec.sink($0, periodMilliseconds: period) } ?? WAVFileSink(path: bWAV),
             opus: opus, localAddresses: ["127.0.0.1"], statisticsIntervalSeconds: 0, cname: "demo-b")
-        bConfiguration.voiceProcessing = voice.settings
+        bConfiguration.voiceProcessing = voice.settings(for: bConfiguration.audioSource)
         let b = try CallSession(configuration: bConfiguration)
         var plan = "A sends \(Int(aFrequency)) Hz, B sends \(Int(bFrequency)) Hz at \(level) dBFS over ICE on 127.0.0.1"
         if let relay { plan += " through the impairment relay (ports \(relay.portA)/\(relay.portB))" }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Tether
+import TetherAudio
 
 /// The voice-processing options of `tether call` and `tether demo`.
 struct VoiceOptions: ParsableArguments {
@@ -18,7 +19,7 @@ struct VoiceOptions: ParsableArguments {
         }
     }
 
-    @Option(help: "Voice processing on the capture path: on, off, or auto (off for now: it is not yet tuned for double talk on devices).")
+    @Option(help: "Voice processing on the capture path: on, off, or auto (on for a sound device, off for files and test signals).")
     var voiceProcessing: Mode = .auto
 
     @Option(help: "Voice-processing library: webrtc (WebRTC's AudioProcessing) or speex (speexdsp).")
@@ -39,14 +40,16 @@ struct VoiceOptions: ParsableArguments {
     @Flag(inversion: .prefixedNo, help: "High-pass filter.")
     var hpf = true
 
-    /// The settings for a call (`auto` is off for now, as `CallConfiguration`'s automatic choice).
-    var settings: VoiceProcessingSettings {
+    /// The settings for a call capturing from `source` (`auto`: the stages chosen for a sound
+    /// device, nothing for a file or a test signal, as `CallConfiguration`'s automatic choice).
+    func settings(for source: any AudioSource) -> VoiceProcessingSettings {
         let chosen = VoiceProcessingSettings(
             engine: voiceEngine, echoCancellation: aec, echoSuppression: echoSuppression.setting, noiseSuppression: ns,
             gainControl: agc, highPassFilter: hpf)
         switch voiceProcessing {
         case .on: return chosen
-        case .off, .auto: return .off
+        case .off: return .off
+        case .auto: return source.isSoundDevice ? chosen : .off
         }
     }
 }

@@ -9,36 +9,6 @@ import TetherTestbed
 /// Whether the private PulseAudio daemon of scripts/with-test-audio.sh is running.
 let testAudioAvailable = ProcessInfo.processInfo.environment["TETHER_TEST_AUDIO"] == "1"
 
-/// Records a PulseAudio source (for example `spk.monitor`) into a WAV file.
-final class MonitorRecorder: Sendable {
-    let capture: PulseAudioCapture
-    let file: WAVFileSink
-    let path: String
-
-    init(source name: String, path: String) throws {
-        self.path = path
-        capture = PulseAudioCapture(deviceName: name, periodMilliseconds: 20)
-        file = WAVFileSink(path: path)
-        let endpoint = AudioEndpoint(ringCapacityFrames: 16)
-        try file.start(endpoint)
-        try capture.start(endpoint)
-    }
-
-    /// Stops and returns the last `seconds` of what was recorded.
-    func finish(lastSeconds: Double) throws -> [Int16] {
-        capture.stop()
-        file.stop()
-        let (samples, rate) = try WAVFile.read(path: path)
-        return Array(samples.suffix(Int(Double(rate) * lastSeconds)))
-    }
-}
-
-@discardableResult
-func pactl(_ arguments: String...) -> (status: Int32, output: String) {
-    let result = ChildProcess.run(["pactl"] + arguments)
-    return (result.status, result.output)
-}
-
 /// Keeps a (new) null sink rendering in small blocks, as scripts/with-test-audio.sh does for its
 /// own sinks: a low-latency recorder on its monitor and one suspend/resume. Terminate it after.
 func keepRendering(sink: String) -> ChildProcess? {
@@ -70,9 +40,12 @@ struct DeviceCallTests {
     enum Backend: String, CaseIterable, Sendable { case pulse, alsa }
 
     func pair(capture: any AudioSource, playback: any AudioSink) throws -> (CallSession, CallSession) {
-        let a = try CallSession(
-            configuration: CallConfiguration(
-                audioSource: capture, audioSink: DiscardSink(), localAddresses: ["127.0.0.1"], statisticsIntervalSeconds: 0))
+        // These check the device plumbing: a tone arrives at its frequency and level. Voice
+        // processing (on by default for a device) changes levels by design: EchoDeviceTests.
+        var aConfiguration = CallConfiguration(
+            audioSource: capture, audioSink: DiscardSink(), localAddresses: ["127.0.0.1"], statisticsIntervalSeconds: 0)
+        aConfiguration.voiceProcessing = .off
+        let a = try CallSession(configuration: aConfiguration)
         let b = try CallSession(
             configuration: CallConfiguration(
                 audioSource: TestSignalSource(frequencyHertz: 660), audioSink: playback, localAddresses: ["127.0.0.1"],

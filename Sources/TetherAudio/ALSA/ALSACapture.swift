@@ -15,6 +15,7 @@ import TetherRealtime
 /// thread leaves its I/O loop, closes the PCM, reports `.failed(.deviceUnavailable(…))`, retries
 /// opening it every 250 ms and reports `.recovered(deviceName:)` when it works again.
 public final class ALSACapture: AudioSource, AudioDeviceEventReporting {
+    public var isSoundDevice: Bool { true }
     /// The ALSA PCM name.
     public let pcmName: String
     public let name: String

@@ -16,6 +16,7 @@
 /// `start` and `stop` may be called from any thread except the device's mainloop thread (so not
 /// from the event handler).
 public final class PulseAudioCapture: AudioSource, AudioDeviceEventReporting {
+    public var isSoundDevice: Bool { true }
     public let name: String
     /// The PulseAudio source asked for, or `nil` to follow the system default.
     public let deviceName: String?

@@ -1,0 +1,67 @@
+import Foundation
+import Testing
+import TetherAudio
+import TetherRealtime
+import TetherTestbed
+
+@testable import Tether
+
+/// Echo cancellation measured with real devices: the call plays the far end's speech on
+/// `room_spk`, and an echo path in the private PulseAudio daemon brings it back into `room_mic`
+/// (module-loopback, delayed), with a near-end talker mixed in. What the peer hears is recorded.
+@Suite(
+    "Echo cancellation through real audio devices", .serialized, .enabled(if: testAudioAvailable, "needs scripts/with-test-audio.sh"),
+    .timeLimit(.minutes(3)))
+struct EchoDeviceTests {
+    /// A: the near end, on the devices, with voice processing as devices get it by default.
+    /// B: the far end, a speech-like WAV, recording what it hears.
+    func call(dir: String) throws -> (a: CallSession, b: CallSession, heard: String) {
+        let a = try CallSession(
+            configuration: CallConfiguration(
+                audioSource: PulseAudioCapture(deviceName: "room_mic.monitor"), audioSink: PulseAudioPlayback(deviceName: "room_spk"),
+                localAddresses: ["127.0.0.1"], statisticsIntervalSeconds: 0))
+        let heard = dir + "/far-end-hears.wav"
+        let b = try CallSession(
+            configuration: CallConfiguration(
+                audioSource: WAVFileSource(path: try writeSyntheticVoice(to: dir + "/far.wav", pitchHertz: 120, peak: 7000), loop: true),
+                audioSink: WAVFileSink(path: heard), localAddresses: ["127.0.0.1"], statisticsIntervalSeconds: 0))
+        return (a, b, heard)
+    }
+
+    /// Far-end speech alone: two seconds after the call starts, the echo the peer hears is at
+    /// least 25 dB under the echo reaching the microphone; two seconds after the echo path
+    /// changes (60 → 160 ms, as when the call moves to another device), again.
+    @Test func farEndEchoIsCancelledAndReconvergesAfterTheDelayChanges() async throws {
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        var path = try EchoPath(latencyMilliseconds: 60, volumePercent: 100)
+        defer { path.remove() }
+        let (a, b, heard) = try call(dir: dir)
+        let ra = EventRecorder(a)
+        try await connect(a, b)
+        #expect(await ra.waitFor("established", timeoutSeconds: 10) != nil)
+        #expect(a.statistics().voiceProcessing == "webrtc: AEC NS AGC HPF")
+
+        /// From 2 s after `since` for 2 s: the echo at the microphone against what the peer heard.
+        func reduction(_ label: String) async throws -> Double {
+            try await Task.sleep(for: .seconds(2))
+            let mic = try MonitorRecorder(source: "room_mic.monitor", path: dir + "/mic-\(label).wav")
+            try await Task.sleep(for: .seconds(2))
+            let atMic = meanPowerDBFS(try mic.finish(lastSeconds: 1.8)[...])
+            let heardLevel = meanPowerDBFS(try samplesWrittenSoFar(heard).suffix(Int(1.8 * 48_000)))
+            let f = a.statistics().voiceProcessingFigures
+            print("echo \(label): at the microphone \(atMic) dBFS, heard by the peer \(heardLevel) dBFS; measured delay \(String(describing: f.measuredEchoDelayMilliseconds)) ms (r \(f.measuredEchoDelayCorrelation)), ERLE \(String(describing: f.echoReturnLossEnhancementDecibels))")
+            #expect(atMic > -40, "the echo path brought \(atMic) dBFS back: no echo to cancel")
+            return atMic - heardLevel
+        }
+        #expect(try await reduction("60ms") >= 25)
+        path.remove()
+        path = try EchoPath(latencyMilliseconds: 160, volumePercent: 100)
+        #expect(try await reduction("160ms") >= 25)
+        let figures = a.statistics().voiceProcessingFigures
+        #expect(figures.captureChunks > 500 && figures.playbackChunks > 500)
+        #expect((figures.measuredEchoDelayMilliseconds ?? 0) >= 160)
+        await a.hangUp()
+        await b.hangUp()
+    }
+}
