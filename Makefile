@@ -6,7 +6,7 @@ ASAN_SCRATCH ?= .build-asan
 FUZZ_SECONDS ?= 180
 TEST_FUZZ_SECONDS ?= 45
 
-.PHONY: setup build demo test test-unit test-tsan test-asan test-fuzz test-budgets fuzz bench bench-quick latency quality faults format clean test-devices
+.PHONY: setup build demo test test-unit test-tsan test-asan test-fuzz test-budgets fuzz bench bench-quick latency quality echo faults format clean test-devices
 
 setup:
 	@./scripts/setup-debian.sh
@@ -81,6 +81,12 @@ latency: setup
 quality: setup
 	$(SWIFT) build -c release --product tether-bench
 	.build/release/tether-bench quality --python "$$(scripts/setup-quality.sh)" --json .build/quality/quality.json
+
+# Echo cancellation through the private PulseAudio daemon's echo path, by suppression level:
+# echo cut, reconvergence, double-talk PESQ-WB (about 2 minutes; espeak-ng, sox, pesq as above).
+echo: setup
+	$(SWIFT) build -c release --product tether-bench
+	scripts/with-test-audio.sh .build/release/tether-bench echo --python "$$(scripts/setup-quality.sh)" --json .build/echo/echo.json
 
 # The fault matrix with real kernel events (needs root: network namespaces, nftables, conntrack,
 # coturn), every row as a table and as JSON; the random-loss row runs its full 10 minutes.
