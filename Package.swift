@@ -102,7 +102,7 @@ let package = Package(
         .executableTarget(
             name: "tether-bench",
             dependencies: [
-                "TetherCodec", "TetherRTP", "TetherCore", "TetherRealtime", "CSRTP", "COpus", "CAllocationCounter",
+                "TetherCodec", "TetherRTP", "TetherCore", "TetherRealtime", "CSRTP", "COpus", "CAllocationCounter", "CTetherVoice",
                 "Tether", "TetherTestbed", "TetherFaults", "TetherAudio", "TetherFaultLab",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],

@@ -1,8 +1,10 @@
 import CAllocationCounter
 import COpus
 import CSRTP
+import CTetherVoice
 import Foundation
 import TetherCodec
+import TetherAudio
 import TetherCore
 import TetherRTP
 import TetherRealtime
@@ -63,6 +65,57 @@ enum HotPath {
             return (cpuMicroseconds() - start) / Double(frames)
         }
     }
+
+    /// The far end played and the microphone's pick-up of it (its echo 60 ms later, 6 dB down,
+    /// over a quieter near-end voice): the signals the voice-processing paths run on.
+    static func echoSignals(pcm: [Int16]) -> (played: [Int16], captured: [Int16]) {
+        var near = SyntheticVoice(pitchHertz: 210, peak: 2000)
+        let captured = (0..<pcm.count).map { i in
+            Int16(clamping: Int(0.5 * Double(i >= 2880 ? pcm[i - 2880] : 0) + near.next()))
+        }
+        return (pcm, captured)
+    }
+
+    /// Tether's voice processing (`VoiceProcessor`: the lockstep reference, the delay estimator,
+    /// the library) per 20 ms frame, µs of CPU.
+    static func tetherVoiceProcessing(played: [Int16], captured: [Int16], frames: Int, settings: VoiceProcessingSettings) throws -> Double {
+        guard let processor = VoiceProcessor(settings: settings) else { throw HotPathError.setUp("VoiceProcessor") }
+        var mic = captured
+        return played.withUnsafeBufferPointer { far in
+            mic.withUnsafeMutableBufferPointer { mic in
+                let start = cpuMicroseconds()
+                for f in 0..<frames {
+                    processor.analyzePlayback(UnsafeBufferPointer(rebasing: far[(f * 960)..<(f * 960 + 960)]))
+                    processor.processCapture(UnsafeMutableBufferPointer(rebasing: mic[(f * 960)..<(f * 960 + 960)]), timing: CaptureTiming())
+                }
+                return (cpuMicroseconds() - start) / Double(frames)
+            }
+        }
+    }
+
+    /// The library's own cost: WebRTC's AudioProcessing called directly, 10 ms at a time, with
+    /// the same stages and the far end handed over as played.
+    static func floorVoiceProcessing(played: [Int16], captured: [Int16], frames: Int, settings: VoiceProcessingSettings) throws -> Double {
+        let s = tether_apm_settings(
+            echo_cancellation: settings.echoCancellation ? 1 : 0, echo_suppression: Int32(settings.echoSuppression.rawValue),
+            noise_suppression: settings.noiseSuppression ? 2 : 0, gain_control: settings.gainControl ? 1 : 0,
+            high_pass_filter: settings.highPassFilter ? 1 : 0)
+        guard let apm = tether_apm_create(48_000, s) else { throw HotPathError.setUp("tether_apm_create") }
+        defer { tether_apm_destroy(apm) }
+        var mic = captured
+        return played.withUnsafeBufferPointer { far in
+            mic.withUnsafeMutableBufferPointer { mic in
+                let start = cpuMicroseconds()
+                for chunk in 0..<(frames * 2) {
+                    _ = tether_apm_analyze_reverse(apm, far.baseAddress! + chunk * 480)
+                    _ = tether_apm_process_capture(apm, mic.baseAddress! + chunk * 480, 60)
+                }
+                return (cpuMicroseconds() - start) / Double(frames)
+            }
+        }
+    }
+
+    enum HotPathError: Error { case setUp(String) }
 
     /// SRTP packets to feed the receive paths.
     static func makePackets(pcm: [Int16], frames: Int, complexity: Int) throws -> [[UInt8]] {

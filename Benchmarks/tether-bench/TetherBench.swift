@@ -4,6 +4,7 @@ import COpus
 import CSRTP
 import Foundation
 import TetherCodec
+import TetherAudio
 import TetherCore
 import TetherRTP
 import TetherRealtime
@@ -39,6 +40,9 @@ struct HotPathBench: ParsableCommand {
 
     struct Figures {
         var sendTether, sendFloor, receiveTether, receiveFloor, allocationsTether, allocationsLibsrtp: Double
+        /// Voice processing (all stages, WebRTC) per frame: Tether's `VoiceProcessor` and the
+        /// library called directly.
+        var voiceTether, voiceFloor: Double
 
         var dictionary: [String: Double] {
             [
@@ -46,6 +50,8 @@ struct HotPathBench: ParsableCommand {
                 "send.ratio": sendTether / sendFloor, "receive.tether.microsecondsPerFrame": receiveTether,
                 "receive.floor.microsecondsPerFrame": receiveFloor, "receive.ratio": receiveTether / receiveFloor,
                 "allocations.tether.perFrame": allocationsTether, "allocations.libsrtp.perFrame": allocationsLibsrtp,
+                "voice.tether.microsecondsPerFrame": voiceTether, "voice.floor.microsecondsPerFrame": voiceFloor,
+                "sendWithVoice.ratio": (sendTether + voiceTether) / (sendFloor + voiceFloor),
             ]
         }
     }
@@ -59,8 +65,12 @@ struct HotPathBench: ParsableCommand {
     static func measure(frames: Int, complexity: Int, repetitions: Int) throws -> Figures {
         let pcm = TetherBench.speechLikeSignal(frames: frames)
         let packets = try HotPath.makePackets(pcm: pcm, frames: frames, complexity: complexity)
+        let (played, captured) = HotPath.echoSignals(pcm: pcm)
         var send: [Double] = [], sendC: [Double] = [], receive: [Double] = [], receiveC: [Double] = []
+        var voice: [Double] = [], voiceC: [Double] = []
         for _ in 0..<repetitions {
+            voice.append(try HotPath.tetherVoiceProcessing(played: played, captured: captured, frames: frames, settings: VoiceProcessingSettings()))
+            voiceC.append(try HotPath.floorVoiceProcessing(played: played, captured: captured, frames: frames, settings: VoiceProcessingSettings()))
             send.append(try HotPath.tetherSend(pcm: pcm, frames: frames, complexity: complexity))
             sendC.append(try HotPath.floorSend(pcm: pcm, frames: frames, complexity: complexity))
             for _ in 0..<2 {  // T F F T, twice
@@ -73,7 +83,7 @@ struct HotPathBench: ParsableCommand {
         let allocations = try HotPath.allocationsPerFrame(pcm: pcm, frames: min(frames, 1000), complexity: complexity)
         return Figures(
             sendTether: send.min()!, sendFloor: sendC.min()!, receiveTether: receive.min()!, receiveFloor: receiveC.min()!,
-            allocationsTether: allocations.tether, allocationsLibsrtp: allocations.libsrtp)
+            allocationsTether: allocations.tether, allocationsLibsrtp: allocations.libsrtp, voiceTether: voice.min()!, voiceFloor: voiceC.min()!)
     }
 
     func run() throws {
@@ -88,9 +98,15 @@ struct HotPathBench: ParsableCommand {
         print(String(format: "send      %14.1f   %14.1f   %5.3f", sendTether, sendFloor, sendTether / sendFloor))
         print(String(format: "receive   %14.1f   %14.1f   %5.3f", receiveTether, receiveFloor, receiveTether / receiveFloor))
         print("")
+        print("with voice processing (device capture's default: WebRTC AEC, NS, AGC, HPF; floor: the library called directly)")
+        print(String(format: "voice     %14.1f   %14.1f   %5.3f", f.voiceTether, f.voiceFloor, f.voiceTether / f.voiceFloor))
+        print(String(format: "send+voice%14.1f   %14.1f   %5.3f", sendTether + f.voiceTether, sendFloor + f.voiceFloor, (sendTether + f.voiceTether) / (sendFloor + f.voiceFloor)))
+        print("")
         print(String(format: "heap allocations per frame (send + receive): Tether's own %.2f (target 0), libsrtp's %.1f", allocations.tether, allocations.libsrtp))
         let perCallCPU = (sendTether + receiveTether) / 20_000
         print(String(format: "compute per call (one endpoint): %.2f %% of a core → about %.0f calls per core before I/O", perCallCPU * 100, 1 / perCallCPU))
+        let withVoice = (sendTether + receiveTether + f.voiceTether) / 20_000
+        print(String(format: "with voice processing: %.2f %% of a core", withVoice * 100))
         if let json {
             let data = try JSONSerialization.data(withJSONObject: results, options: [.prettyPrinted, .sortedKeys])
             try data.write(to: URL(fileURLWithPath: json))
