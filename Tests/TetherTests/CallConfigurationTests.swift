@@ -1,4 +1,5 @@
 import Testing
+import TetherAudio
 
 @testable import Tether
 
@@ -59,5 +60,20 @@ struct CallConfigurationTests {
         #expect(r.description == "local hang-up (SIP 487 Request Terminated)")
         #expect(CallState.ended(r).name == "ended")
         #expect(CallState.ended(r).isEnded)
+    }
+
+    /// Voice processing by default: all of it for a sound device's capture, nothing for files
+    /// and test signals; an explicit setting wins either way.
+    @Test func voiceProcessingIsOnByDefaultForSoundDevicesOnly() {
+        #expect(CallConfiguration(audioSource: TestSignalSource()).effectiveVoiceProcessing == .off)
+        #expect(CallConfiguration(audioSource: WAVFileSource(path: "/dev/null")).effectiveVoiceProcessing == .off)
+        #expect(CallConfiguration(audioSource: PulseAudioCapture(deviceName: "mic")).effectiveVoiceProcessing == VoiceProcessingSettings())
+        #expect(CallConfiguration(audioSource: ALSACapture(pcmName: "default")).effectiveVoiceProcessing == VoiceProcessingSettings())
+        var device = CallConfiguration(audioSource: PulseAudioCapture(deviceName: "mic"))
+        device.voiceProcessing = .off
+        #expect(device.effectiveVoiceProcessing == .off)
+        var file = CallConfiguration(audioSource: TestSignalSource())
+        file.voiceProcessing = VoiceProcessingSettings(gainControl: false)
+        #expect(file.effectiveVoiceProcessing.summary == "webrtc: AEC NS HPF")
     }
 }
