@@ -142,21 +142,20 @@ struct EchoBench: AsyncParsableCommand {
         try await b.start()
         try await signaling.connect()
 
-        /// The echo at the microphone against what B heard, over 2–4 s from now.
-        func cut(_ label: String) async throws -> Double {
+        /// Over 2–4 s from now: the echo at the microphone, and how much less of it B heard.
+        func cut(_ label: String) async throws -> (atMicrophone: Double, cut: Double) {
             try await Task.sleep(for: .seconds(2))
             let mic = try MonitorRecorder(source: "room_mic.monitor", path: "\(directory)/\(level)-mic-\(label).wav")
             try await Task.sleep(for: .seconds(2))
-            let atMic = meanPowerDBFS(try mic.finish(lastSeconds: 1.8)[...])
-            let heardLevel = meanPowerDBFS(try samplesWrittenSoFar(heard).suffix(Int(1.8 * 48_000))[...])
+            let atMic = ToneAnalysis.rmsDBFS(try mic.finish(lastSeconds: 1.8))
+            let heardLevel = ToneAnalysis.rmsDBFS(try samplesWrittenSoFar(heard).suffix(Int(1.8 * 48_000)))
             if let d = a.statistics().voiceProcessingFigures.measuredEchoDelayMilliseconds { row.measuredDelays.append(d) }
-            row.echoAtMicrophoneDBFS = atMic
-            return atMic - heardLevel
+            return (atMic, atMic - heardLevel)
         }
         /// The near-end clip spoken once into the room; what B heard meanwhile, into `file`.
         func speak(into file: String) async throws {
             let start = try samplesWrittenSoFar(heard).count
-            let talker = try RoomTalker(path: near, loop: false)
+            let talker = try SinkPlayer(source: WAVFileSource(path: near, loop: false), sink: "room_mic")
             let seconds = Double(try WAVFile.read(path: near).samples.count) / 48_000
             try await Task.sleep(for: .seconds(seconds + 0.6))
             talker.stop()
@@ -164,7 +163,8 @@ struct EchoBench: AsyncParsableCommand {
             try WAVFile.write(samples: Array(samples[min(start, samples.count)...]), sampleRateHertz: 48_000, to: file)
         }
 
-        row.cutDB = try await cut("60ms")
+        let before = try await cut("60ms")
+        row.cutDB = before.cut
         row.doubleTalk = "\(directory)/\(level)-double-talk.wav"
         try await speak(into: row.doubleTalk)
         await b.setMuted(true)
@@ -177,18 +177,19 @@ struct EchoBench: AsyncParsableCommand {
         await b.setMuted(false)
         path.remove()
         path = try EchoPath(latencyMilliseconds: 160, volumePercent: volume)
-        let echoBefore = row.echoAtMicrophoneDBFS
-        row.cutAfterChangeDB = try await cut("160ms")
-        row.echoAtMicrophoneDBFS = (echoBefore + row.echoAtMicrophoneDBFS) / 2
+        let after = try await cut("160ms")
+        row.cutAfterChangeDB = after.cut
+        row.echoAtMicrophoneDBFS = (before.atMicrophone + after.atMicrophone) / 2
         await a.hangUp()
         await b.hangUp()
         await signaling.waitUntilFinished()
         return row
     }
 
-    /// Mean power over the louder half of 20 ms blocks (speech, not its pauses), dBFS.
+    /// The level (`ToneAnalysis.rmsDBFS`) over the louder half of 20 ms blocks: speech, not its
+    /// pauses.
     static func speechLevel(_ samples: [Int16]) -> Double {
-        let blocks = stride(from: 0, to: samples.count - 960, by: 960).map { meanPowerDBFS(samples[$0..<($0 + 960)]) }.sorted()
+        let blocks = stride(from: 0, to: samples.count - 960, by: 960).map { ToneAnalysis.rmsDBFS(samples[$0..<($0 + 960)]) }.sorted()
         let loud = blocks.suffix(max(1, blocks.count / 2))
         return 10 * log10(loud.reduce(0) { $0 + pow(10, $1 / 10) } / Double(loud.count))
     }

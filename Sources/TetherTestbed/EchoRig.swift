@@ -6,8 +6,8 @@ import TetherRealtime
 // The pieces of an acoustic echo path in the private PulseAudio daemon of
 // scripts/with-test-audio.sh, shared by the echo-cancellation tests and `tether-bench echo`:
 // what a call plays on `room_spk` comes back into the microphone feed `room_mic`
-// (module-loopback), a talker speaks into `room_mic`, and any source can be recorded. The room
-// has its own pair of sinks, so its echo reaches no other test's devices.
+// (module-loopback), a talker speaks into `room_mic` (`SinkPlayer`), and any source can be
+// recorded. The room has its own pair of sinks, so its echo reaches no other test's devices.
 
 /// Runs `pactl` against the daemon in `PULSE_SERVER`.
 @discardableResult
@@ -55,25 +55,6 @@ public struct EchoPath: Sendable {
     public func remove() { pactl("unload-module", module) }
 }
 
-/// Plays a WAV file into a PulseAudio sink: a talker in the room.
-public final class RoomTalker: Sendable {
-    let source: WAVFileSource
-    let sink: PulseAudioPlayback
-
-    public init(path: String, sink name: String = "room_mic", loop: Bool = true) throws {
-        source = WAVFileSource(path: path, loop: loop)
-        sink = PulseAudioPlayback(deviceName: name, periodMilliseconds: 20)
-        let endpoint = AudioEndpoint(ringCapacityFrames: 16)
-        try sink.start(endpoint)
-        try source.start(endpoint)
-    }
-
-    public func stop() {
-        source.stop()
-        sink.stop()
-    }
-}
-
 /// Records a PulseAudio source (for example `spk.monitor` or `mic.monitor`) into a WAV file.
 public final class MonitorRecorder: Sendable {
     let capture: PulseAudioCapture
@@ -108,17 +89,12 @@ public func samplesWrittenSoFar(_ path: String) throws -> [Int16] {
     }
 }
 
-/// Mean power of samples in dB relative to full scale (−90 for silence).
-public func meanPowerDBFS(_ samples: ArraySlice<Int16>) -> Double {
-    let e = samples.reduce(0.0) { $0 + Double($1) * Double($1) } / Double(max(1, samples.count))
-    return 10 * log10(max(e, 1e-5) / (32_768.0 * 32_768.0))
-}
-
 /// `seconds` of `SyntheticVoice` written as a 48 kHz WAV file; returns the path.
 @discardableResult
 public func writeSyntheticVoice(to path: String, pitchHertz: Double, peak: Double, seconds: Int = 20) throws -> String {
     var voice = SyntheticVoice(pitchHertz: pitchHertz, peak: peak)
-    let samples = (0..<(seconds * 48_000)).map { _ in Int16(max(-32_767, min(32_767, voice.next()))) }
+    var samples = [Int16](repeating: 0, count: seconds * 48_000)
+    samples.withUnsafeMutableBufferPointer { voice.render(into: $0) }
     try WAVFile.write(samples: samples, sampleRateHertz: 48_000, to: path)
     return path
 }

@@ -157,8 +157,8 @@ public struct MouthToEarProbe: Sendable {
     }
 
     /// 1 kHz bursts spoken into the mouth sink.
-    func speak() throws -> TonePlayer {
-        try TonePlayer(
+    func speak() throws -> SinkPlayer {
+        try SinkPlayer(
             sink: mouthSink, frequencyHertz: 1000,
             bursts: TestSignalSource.Bursts(onMilliseconds: Self.burstOnMilliseconds, everyMilliseconds: Self.burstEveryMilliseconds),
             periodMilliseconds: 10)
@@ -197,21 +197,29 @@ public struct MouthToEarProbe: Sendable {
     }
 }
 
-/// Plays a tone (or tone bursts) into a PulseAudio sink: "speaking" into a null sink whose
-/// monitor is a microphone, in tests and in the latency probe.
-public final class TonePlayer: Sendable {
-    public let source: TestSignalSource
-    public let sink: PulseAudioPlayback
+/// Plays a source into a PulseAudio sink: "speaking" into a null sink whose monitor is a
+/// microphone (a tone or tone bursts in the device tests and the latency probe, speech in the
+/// echo tests and bench).
+public final class SinkPlayer: Sendable {
+    let source: any AudioSource
+    let sink: PulseAudioPlayback
 
-    public init(
-        sink name: String, frequencyHertz: Double, levelDBFS: Double = -12, bursts: TestSignalSource.Bursts? = nil,
-        periodMilliseconds: Int = 20
-    ) throws {
-        source = TestSignalSource(frequencyHertz: frequencyHertz, levelDBFS: levelDBFS, bursts: bursts)
+    public init(source: any AudioSource, sink name: String, periodMilliseconds: Int = 20) throws {
+        self.source = source
         sink = PulseAudioPlayback(deviceName: name, periodMilliseconds: periodMilliseconds)
         let endpoint = AudioEndpoint(ringCapacityFrames: 16)
         try sink.start(endpoint)
         try source.start(endpoint)
+    }
+
+    /// A tone, or tone bursts.
+    public convenience init(
+        sink name: String, frequencyHertz: Double, levelDBFS: Double = -12, bursts: TestSignalSource.Bursts? = nil,
+        periodMilliseconds: Int = 20
+    ) throws {
+        try self.init(
+            source: TestSignalSource(frequencyHertz: frequencyHertz, levelDBFS: levelDBFS, bursts: bursts), sink: name,
+            periodMilliseconds: periodMilliseconds)
     }
 
     public func stop() {

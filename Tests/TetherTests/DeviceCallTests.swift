@@ -57,7 +57,7 @@ struct DeviceCallTests {
     func toneSpokenIntoACaptureDeviceIsPlayedOnThePeersSpeaker(backend: Backend) async throws {
         let dir = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let mouth = try TonePlayer(sink: "mic", frequencyHertz: 500)
+        let mouth = try SinkPlayer(sink: "mic", frequencyHertz: 500)
         defer { mouth.stop() }
         let capture: any AudioSource = backend == .pulse ? PulseAudioCapture(deviceName: "mic.monitor") : ALSACapture(pcmName: "tether_mic")
         let playback: any AudioSink = backend == .pulse ? PulseAudioPlayback(deviceName: "spk") : ALSAPlayback(pcmName: "tether_spk")
@@ -113,7 +113,7 @@ struct DeviceCallTests {
         try #require(first.status == 0)
         var module = first.output.trimmingCharacters(in: .whitespacesAndNewlines)
         var keeper = keepRendering(sink: "tmpmic")
-        var mouth = try TonePlayer(sink: "tmpmic", frequencyHertz: 700)
+        var mouth = try SinkPlayer(sink: "tmpmic", frequencyHertz: 700)
         let (a, b) = try pair(capture: PulseAudioCapture(deviceName: "tmpmic.monitor"), playback: PulseAudioPlayback(deviceName: "spk"))
         let ra = EventRecorder(a)
         let rb = EventRecorder(b)
@@ -143,7 +143,7 @@ struct DeviceCallTests {
             keeper?.terminate()
             pactl("unload-module", module)
         }
-        mouth = try TonePlayer(sink: "tmpmic", frequencyHertz: 700)
+        mouth = try SinkPlayer(sink: "tmpmic", frequencyHertz: 700)
         defer { mouth.stop() }
         #expect(await ra.waitForDeviceEvent(timeoutSeconds: 10) { d, e in if d == .capture, case .recovered = e { true } else { false } })
         let ear = try MonitorRecorder(source: "spk.monitor", path: dir + "/ear.wav")
@@ -181,7 +181,7 @@ struct DeviceCallTests {
         let dir = try #require(env["TETHER_TEST_PULSE_DIR"])
         let work = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: work) }
-        var mouth = try TonePlayer(sink: "mic", frequencyHertz: 800)
+        var mouth = try SinkPlayer(sink: "mic", frequencyHertz: 800)
         let (a, b) = try pair(capture: PulseAudioCapture(deviceName: "mic.monitor"), playback: PulseAudioPlayback(deviceName: "spk"))
         let ra = EventRecorder(a)
         let rb = EventRecorder(b)
@@ -207,7 +207,7 @@ struct DeviceCallTests {
         // As scripts/with-test-audio.sh does: a low-latency recorder on each monitor (they end with
         // the daemon) and one suspend/resume, so idle null sinks render in small blocks again.
         for sink in ["spk", "spk2", "mic"] { _ = keepRendering(sink: sink) }  // they end with the daemon
-        mouth = try TonePlayer(sink: "mic", frequencyHertz: 800)
+        mouth = try SinkPlayer(sink: "mic", frequencyHertz: 800)
         defer { mouth.stop() }
         #expect(await ra.waitForDeviceEvent(timeoutSeconds: 10) { d, e in if d == .capture, case .recovered = e { true } else { false } })
         #expect(await rb.waitForDeviceEvent(timeoutSeconds: 10) { d, e in if d == .playback, case .recovered = e { true } else { false } })

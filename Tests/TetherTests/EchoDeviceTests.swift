@@ -42,16 +42,16 @@ struct EchoDeviceTests {
         #expect(await ra.waitFor("established", timeoutSeconds: 10) != nil)
         #expect(a.statistics().voiceProcessing == "webrtc: AEC NS AGC HPF")
 
-        /// From 2 s after `since` for 2 s: the echo at the microphone against what the peer heard.
+        /// Over 2–4 s from now: the echo at the microphone against what the peer heard.
         func reduction(_ label: String) async throws -> Double {
             try await Task.sleep(for: .seconds(2))
             let mic = try MonitorRecorder(source: "room_mic.monitor", path: dir + "/mic-\(label).wav")
             try await Task.sleep(for: .seconds(2))
-            let atMic = meanPowerDBFS(try mic.finish(lastSeconds: 1.8)[...])
-            let heardLevel = meanPowerDBFS(try samplesWrittenSoFar(heard).suffix(Int(1.8 * 48_000)))
+            let atMic = ToneAnalysis.rmsDBFS(try mic.finish(lastSeconds: 1.8))
+            let heardLevel = ToneAnalysis.rmsDBFS(try samplesWrittenSoFar(heard).suffix(Int(1.8 * 48_000)))
             let f = a.statistics().voiceProcessingFigures
             print("echo \(label): at the microphone \(atMic) dBFS, heard by the peer \(heardLevel) dBFS; measured delay \(String(describing: f.measuredEchoDelayMilliseconds)) ms (r \(f.measuredEchoDelayCorrelation)), ERLE \(String(describing: f.echoReturnLossEnhancementDecibels))")
-            #expect(atMic > -40, "the echo path brought \(atMic) dBFS back: no echo to cancel")
+            #expect(atMic > -37, "the echo path brought \(atMic) dBFS back: no echo to cancel")
             return atMic - heardLevel
         }
         #expect(try await reduction("60ms") >= 25)
