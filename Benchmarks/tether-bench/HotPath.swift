@@ -1,3 +1,4 @@
+import ArgumentParser
 import CAllocationCounter
 import COpus
 import CSRTP
@@ -79,7 +80,7 @@ enum HotPath {
     /// Tether's voice processing (`VoiceProcessor`: the lockstep reference, the delay estimator,
     /// the library) per 20 ms frame, µs of CPU.
     static func tetherVoiceProcessing(played: [Int16], captured: [Int16], frames: Int, settings: VoiceProcessingSettings) throws -> Double {
-        guard let processor = VoiceProcessor(settings: settings) else { throw HotPathError.setUp("VoiceProcessor") }
+        guard let processor = VoiceProcessor(settings: settings) else { throw ValidationError("VoiceProcessor refused its settings") }
         var mic = captured
         return played.withUnsafeBufferPointer { far in
             mic.withUnsafeMutableBufferPointer { mic in
@@ -96,11 +97,7 @@ enum HotPath {
     /// The library's own cost: WebRTC's AudioProcessing called directly, 10 ms at a time, with
     /// the same stages and the far end handed over as played.
     static func floorVoiceProcessing(played: [Int16], captured: [Int16], frames: Int, settings: VoiceProcessingSettings) throws -> Double {
-        let s = tether_apm_settings(
-            echo_cancellation: settings.echoCancellation ? 1 : 0, echo_suppression: Int32(settings.echoSuppression.rawValue),
-            noise_suppression: settings.noiseSuppression ? 2 : 0, gain_control: settings.gainControl ? 1 : 0,
-            high_pass_filter: settings.highPassFilter ? 1 : 0)
-        guard let apm = tether_apm_create(48_000, s) else { throw HotPathError.setUp("tether_apm_create") }
+        guard let apm = tether_apm_create(48_000, settings.webrtcSettings) else { throw ValidationError("tether_apm_create failed") }
         defer { tether_apm_destroy(apm) }
         var mic = captured
         return played.withUnsafeBufferPointer { far in
@@ -114,8 +111,6 @@ enum HotPath {
             }
         }
     }
-
-    enum HotPathError: Error { case setUp(String) }
 
     /// SRTP packets to feed the receive paths.
     static func makePackets(pcm: [Int16], frames: Int, complexity: Int) throws -> [[UInt8]] {

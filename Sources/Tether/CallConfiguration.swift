@@ -72,7 +72,7 @@ public struct CallConfiguration: Sendable {
 
     /// The voice processing this configuration runs (`voiceProcessing`, or the automatic choice).
     public var effectiveVoiceProcessing: VoiceProcessingSettings {
-        voiceProcessing ?? (audioSource.isSoundDevice ? VoiceProcessingSettings() : .off)
+        voiceProcessing ?? VoiceProcessingSettings().forCapture(from: audioSource)
     }
     /// How our offers key SRTP: SDES (`a=crypto`, `RTP/SAVP`), DTLS-SRTP (`a=fingerprint`,
     /// `UDP/TLS/RTP/SAVPF`, what WebRTC endpoints require), or both (`RTP/SAVPF` with both; the

@@ -90,7 +90,6 @@ public struct EchoDelayEstimator: ~Copyable {
         let offset = farCount - nearCount
         var best = -1.0
         var bestLag = 0
-        var atCurrent = -1.0
         let nMean = mean(near, from: nearCount - windowChunks)
         var nVariance = 0.0
         for i in 0..<windowChunks {
@@ -117,7 +116,6 @@ public struct EchoDelayEstimator: ~Copyable {
                 best = r
                 bestLag = lag
             }
-            if lag == delayChunks { atCurrent = r }
             lagCorrelation[lag] = r
         }
         // Of lags that correlate about as well as the best, the shortest: the direct path comes
@@ -137,8 +135,8 @@ public struct EchoDelayEstimator: ~Copyable {
         // from the echo (measured through the test devices: 70–80 ms found in double talk where
         // far-end speech alone gave 100). A changed echo path leaves the old lag uncorrelated,
         // and the new one takes over as soon as the far end is heard alone.
-        let replacing = delayChunks != nil
-        guard best >= (replacing ? replacementThreshold : confidenceThreshold), !replacing || best > atCurrent + switchMargin else {
+        let held = delayChunks.map { lagCorrelation[$0] }
+        guard best >= (held == nil ? confidenceThreshold : replacementThreshold), best > (held ?? -1) + switchMargin else {
             candidate = nil
             agreeing = 0
             return

@@ -53,6 +53,20 @@ public struct VoiceProcessingSettings: Sendable, Equatable {
     /// Whether any stage runs.
     public var isEnabled: Bool { echoCancellation || noiseSuppression || gainControl || highPassFilter }
 
+    /// These settings for a call capturing from `source`: as they are for a sound device, nothing
+    /// for a file or a signal (`CallConfiguration`'s automatic choice).
+    public func forCapture(from source: any AudioSource) -> VoiceProcessingSettings {
+        source.isSoundDevice ? self : .off
+    }
+
+    /// WebRTC's AudioProcessing configured with these stages (noise suppression at its
+    /// moderate level, adaptive digital gain control).
+    package var webrtcSettings: tether_apm_settings {
+        tether_apm_settings(
+            echo_cancellation: echoCancellation ? 1 : 0, echo_suppression: Int32(echoSuppression.rawValue),
+            noise_suppression: noiseSuppression ? 2 : 0, gain_control: gainControl ? 1 : 0, high_pass_filter: highPassFilter ? 1 : 0)
+    }
+
     /// The stages that run, for statistics and logs: e.g. "webrtc: AEC NS AGC HPF", or "off".
     public var summary: String {
         guard isEnabled else { return "off" }
@@ -127,8 +141,9 @@ public struct CaptureTiming: Sendable, Equatable {
 /// given (both counted from the rings), so the pairing does not depend on when the media loop
 /// happens to run (under load it runs in bursts, and a canceller fed in bursts sees an echo
 /// delay that wanders by tens of milliseconds). The echo delay from there (the devices' own
-/// buffering and the room) is measured by `EchoDelayEstimator`, and the canceller gets the far
-/// end shifted so that the delay it must find is always `alignedDelayMilliseconds`.
+/// buffering and the room) is measured by `EchoDelayEstimator`; WebRTC's canceller is told an
+/// echo delay up to twice `alignedDelayMilliseconds` as it is, and a longer one is shifted so
+/// that it must find only `alignedDelayMilliseconds`.
 public final class VoiceProcessor: @unchecked Sendable {
     public let settings: VoiceProcessingSettings
     public let sampleRateHertz: Int
@@ -160,7 +175,7 @@ public final class VoiceProcessor: @unchecked Sendable {
     /// echo (measured: 7.8 dB cut aligned, 2.1 dB with the far end 20 ms early).
     private static let alignedDelayMilliseconds = 40
     private static let earlyMarginMilliseconds = 20
-    
+
     /// Creates the processor (allocates the libraries' state); nil when `settings` runs nothing
     /// or the library refuses the format.
     public init?(settings: VoiceProcessingSettings, sampleRateHertz: Int = 48_000) {
@@ -176,13 +191,8 @@ public final class VoiceProcessor: @unchecked Sendable {
         outChunk.initialize(repeating: 0)
         switch settings.engine {
         case .webrtc:
-            let s = tether_apm_settings(
-                echo_cancellation: settings.echoCancellation ? 1 : 0,
-                echo_suppression: Int32(settings.echoSuppression.rawValue),
-                noise_suppression: settings.noiseSuppression ? 2 : 0,
-                gain_control: settings.gainControl ? 1 : 0, high_pass_filter: settings.highPassFilter ? 1 : 0)
             // A failure after every property is set releases the object: `deinit` frees the buffers.
-            guard let apm = tether_apm_create(Int32(sampleRateHertz), s) else { return nil }
+            guard let apm = tether_apm_create(Int32(sampleRateHertz), settings.webrtcSettings) else { return nil }
             webrtc = apm
         case .speex:
             if settings.echoCancellation {

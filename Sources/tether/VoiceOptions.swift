@@ -49,7 +49,7 @@ struct VoiceOptions: ParsableArguments {
         switch voiceProcessing {
         case .on: return chosen
         case .off: return .off
-        case .auto: return source.isSoundDevice ? chosen : .off
+        case .auto: return chosen.forCapture(from: source)
         }
     }
 }

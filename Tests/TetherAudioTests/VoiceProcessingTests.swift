@@ -203,13 +203,12 @@ struct VoiceProcessingTests {
             var sleepTicks = 0
             for tick in 0..<800 {
                 // The devices: playback takes a chunk (or silence), capture gives one.
-                for i in 0..<480 {
+                for _ in 0..<480 {
                     let sample = playbackRing.isEmpty ? 0 : Double(playbackRing.removeFirst())
                     line[played % line.count] = sample
                     let echo = played >= echoDelay ? 0.4 * line[(played - echoDelay) % line.count] : 0
                     captureRing.append(Int16(max(-32_767, min(32_767, echo))))
                     played += 1
-                    _ = i
                 }
                 // The loop: asleep for a while, then drains capture and tops up playback.
                 if sleepTicks > 0 {
