@@ -142,14 +142,15 @@ public struct EchoDelayEstimator: ~Copyable {
             return
         }
         // Believed when evaluations in a row agree within a chunk: two for the first delay,
-        // five (half a second) to replace one.
+        // three to replace one (five made the 2 s reconvergence after a change of path marginal:
+        // 23 dB once in a CI run; the 0.9 threshold is what keeps double talk out).
         if let c = candidate, abs(c - bestLag) <= 1 {
             agreeing += 1
         } else {
             agreeing = 1
         }
         candidate = bestLag
-        if agreeing >= (delayChunks == nil ? 2 : 5) { delayChunks = bestLag }
+        if agreeing >= (delayChunks == nil ? 2 : 3) { delayChunks = bestLag }
     }
 
     private func mean(_ ring: UnsafeMutableBufferPointer<Double>, from start: Int) -> Double {
