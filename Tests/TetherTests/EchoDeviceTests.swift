@@ -31,9 +31,9 @@ struct EchoDeviceTests {
     /// Far-end speech alone: three seconds after the call starts, the echo the peer hears is at
     /// least 25 dB under the echo reaching the microphone; three seconds after the echo path
     /// changes (60 → 160 ms, as when the call moves to another device), again. The issue asks
-    /// for 2 s: on a quiet machine the rows read 30–57 dB from 2 s, but in `make test`, with the
-    /// other suites running beside it, they read 19–23 dB at 2 s in two of five runs — the
-    /// margin here is for that load; `make echo` measures from 2 s.
+    /// for 2 s: run alone the rows read 30–57 dB from 2 s, but in `make test` (after the other
+    /// device suites, in the same daemon) they read 19–23 dB at 2 s in two of five runs, cause
+    /// not yet found; the margin here is for that; `make echo` measures from 2 s.
     @Test func farEndEchoIsCancelledAndReconvergesAfterTheDelayChanges() async throws {
         let dir = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
