@@ -1,8 +1,9 @@
+import ArgumentParser
 import Glibc
 import Synchronization
 import TetherRealtime
 
-/// Hand-off between two threads: Tether's SPSC ring with its semaphore wake-up (what device
+/// Hand-off between two threads: Tether's SPSC ring with its event-count wake-up (what device
 /// threads and the GLib thread use to reach the media loop) against a mutex-and-condition queue
 /// (what a straightforward implementation would use).
 enum RingBench {
@@ -24,7 +25,7 @@ enum RingBench {
 
     final class RingChannel: Channel, @unchecked Sendable {
         let ring = SPSCRing<UInt64>(capacity: 4096)
-        let wakeup = Wakeup()
+        let wakeup = EventCount()
         let stopped = Atomic<Bool>(false)
 
         func send(_ value: UInt64) -> Bool {
@@ -38,8 +39,12 @@ enum RingBench {
             while true {
                 let n = ring.read(into: buffer)
                 if n > 0 { return n }
+                // The event count's order: ticket, look again, sleep only on an empty ring.
+                let ticket = wakeup.prepareToWait()
+                let m = ring.read(into: buffer)
+                if m > 0 { return m }
                 if stopped.load(ordering: .acquiring) { return ring.read(into: buffer) }
-                wakeup.wait(untilMonotonicNanoseconds: MonotonicClock.nanoseconds() + 100_000_000)
+                wakeup.wait(ticket, untilMonotonicNanoseconds: MonotonicClock.nanoseconds() + 100_000_000)
             }
         }
 
@@ -175,5 +180,24 @@ enum RingBench {
     struct UnsafeSendable<T>: @unchecked Sendable {
         var value: T
         init(_ value: T) { self.value = value }
+    }
+}
+
+/// `tether-bench rings`: the hand-off step of `run`, alone.
+struct RingsBench: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "rings", abstract: "Hand-off between two threads: the SPSC ring with its event count against a mutex and condition queue (one step of `run`).")
+
+    @Option(help: "Messages for the latency figures (one every 50 µs).")
+    var messages: Int = 20_000
+
+    @Option(help: "Messages for the throughput figure.")
+    var burst: Int = 2_000_000
+
+    func run() throws {
+        for (name, make) in [("ring + event count", { RingBench.RingChannel() as any RingBench.Channel }), ("mutex + condition", { RingBench.MutexChannel() })] {
+            let r = RingBench.measure(make, messages: messages, burst: burst)
+            say(String(format: "%@: latency median %.1f µs, p99 %.1f µs; throughput %.1f M msg/s", name, r.medianLatencyNanoseconds / 1000, r.p99LatencyNanoseconds / 1000, r.messagesPerSecond / 1e6))
+        }
     }
 }

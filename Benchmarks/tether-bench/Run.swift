@@ -51,7 +51,7 @@ struct RunBench: AsyncParsableCommand {
 
         // 3. Rings.
         let messages = quick ? 5_000 : 20_000
-        progress("hand-off: SPSC ring + semaphore against mutex + condition, \(messages) messages each…")
+        progress("hand-off: SPSC ring + event count against mutex + condition, \(messages) messages each…")
         let ring = RingBench.measure({ RingBench.RingChannel() }, messages: messages, burst: quick ? 500_000 : 2_000_000)
         let mutex = RingBench.measure({ RingBench.MutexChannel() }, messages: messages, burst: quick ? 500_000 : 2_000_000)
         figures["handOff"] = [

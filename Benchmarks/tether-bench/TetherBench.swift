@@ -15,7 +15,7 @@ struct TetherBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "tether-bench",
         abstract: "Tether's performance: hot-path CPU and allocations against the C floor, mouth-to-ear latency through devices, speech quality under loss, recovery from real network faults.",
-        subcommands: [RunBench.self, HotPathBench.self, LatencyBench.self, QualityBench.self, CodecQualityBench.self, EchoBench.self, CallsStepBench.self, FaultsBench.self, SetUpBenchCommand.self],
+        subcommands: [RunBench.self, HotPathBench.self, RingsBench.self, LatencyBench.self, QualityBench.self, CodecQualityBench.self, EchoBench.self, CallsStepBench.self, FaultsBench.self, SetUpBenchCommand.self],
         defaultSubcommand: RunBench.self)
 }
 

@@ -7,6 +7,11 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <stdatomic.h>
+#include <limits.h>
+#include <unistd.h>
+#include <sys/syscall.h>
+#include <linux/futex.h>
 
 int CTetherSystem_sem_wait_monotonic(sem_t *sem, const struct timespec *deadline) {
     return sem_clockwait(sem, CLOCK_MONOTONIC, deadline);
@@ -67,4 +72,37 @@ pid_t CTetherSystem_spawn(char *const argv[], int stdout_fd, int stderr_fd) {
         return -1;
     }
     return pid;
+}
+
+// Event count (see the header): bit 0 = a waiter is, or is about to be, asleep; bits 1… = epoch.
+
+uint32_t CTetherSystem_eventcount_prepare(uint32_t *word) {
+    _Atomic uint32_t *state = (_Atomic uint32_t *)word;
+    return atomic_fetch_or_explicit(state, 1u, memory_order_seq_cst) | 1u;
+}
+
+int CTetherSystem_eventcount_signal(uint32_t *word) {
+    _Atomic uint32_t *state = (_Atomic uint32_t *)word;
+    // Orders the caller's earlier writes (the data it published) before the read of the waiter
+    // bit; the waiter's prepare (a seq_cst read-modify-write) pairs with it.
+    atomic_thread_fence(memory_order_seq_cst);
+    uint32_t value = atomic_load_explicit(state, memory_order_relaxed);
+    while (value & 1u) {
+        // Next epoch, waiter bit cleared: one producer of several wakes, the others see no bit.
+        if (atomic_compare_exchange_weak_explicit(state, &value, (value + 2u) & ~1u, memory_order_seq_cst, memory_order_relaxed)) {
+            syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+int CTetherSystem_eventcount_wait(uint32_t *word, uint32_t ticket, const struct timespec *deadline) {
+    _Atomic uint32_t *state = (_Atomic uint32_t *)word;
+    while (atomic_load_explicit(state, memory_order_acquire) == ticket) {
+        // Absolute CLOCK_MONOTONIC deadline (FUTEX_WAIT_BITSET without FUTEX_CLOCK_REALTIME).
+        long r = syscall(SYS_futex, word, FUTEX_WAIT_BITSET_PRIVATE, ticket, deadline, NULL, FUTEX_BITSET_MATCH_ANY);
+        if (r == -1 && errno == ETIMEDOUT) return atomic_load_explicit(state, memory_order_acquire) != ticket;
+    }
+    return 1;
 }

@@ -33,7 +33,7 @@ public actor CallSession {
     /// The media worker thread this call's loop runs on (assigned at creation, least loaded).
     private let lease = MediaWorker.lease()
     /// What the devices and the transport signal: the worker's wake-up.
-    private var wakeup: Wakeup { lease.worker.wakeup }
+    private var wakeup: EventCount { lease.worker.wakeup }
     private let cname: String
 
     private var transport: ICETransport?

@@ -46,8 +46,12 @@ final class MediaWorker: @unchecked Sendable {
     /// Serialises `lease()` so two sessions created together do not both pick the same worker.
     private static let assignment = Mutex<Void>(())
 
-    /// Signalled by every producer of every loop this worker serves.
-    let wakeup = Wakeup()
+    /// Signalled by every producer of every loop this worker serves; it costs them a system call
+    /// only while the worker waits or is about to (an event count).
+    let wakeup = EventCount()
+    /// Taken before each pass reads the loops' rings: a signal during the pass ends the wait
+    /// that follows it at once. Worker thread (or the driving caller) only.
+    private var ticket: EventCount.Ticket
     /// Sessions assigned here (relaxed: a load-balancing hint).
     fileprivate let leases = Atomic<Int>(0)
     private let slots = ServiceSlots<MediaLoop>(capacity: MediaWorker.capacity)
@@ -65,6 +69,7 @@ final class MediaWorker: @unchecked Sendable {
     init(driven: Bool = false, clock: MonotonicTimeSource = MonotonicClock.system) {
         self.driven = driven
         self.clock = clock
+        ticket = wakeup.prepareToWait()
     }
 
     /// The scheduling the worker thread got.
@@ -122,11 +127,11 @@ final class MediaWorker: @unchecked Sendable {
     /// - Note: Worker thread (or, for a driven worker, the caller's). Must not allocate, lock or log.
     @discardableResult
     func serviceOnce(waitingUntil waitDeadline: UInt64) -> UInt64 {
-        if wakeup.wait(untilMonotonicNanoseconds: waitDeadline) {
-            // Signals that came together are served by this one pass: drained before any ring is
-            // read, so a signal that arrives after this point wakes the next pass.
-            wakeup.drain()
-        }
+        wakeup.wait(ticket, untilMonotonicNanoseconds: waitDeadline)
+        // Signals that come together are served by this one pass: the ticket is taken before any
+        // ring is read, so a signal that arrives after this point ends the next wait at once, and
+        // producers do not wake the worker again until then.
+        ticket = wakeup.prepareToWait()
         var next = clock() + 1_000_000_000
         // Playout first for every loop (decoding is cheap), then the encodes: the last loop's
         // playback device gets its frame as soon as the first one's.

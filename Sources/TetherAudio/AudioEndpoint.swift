@@ -12,10 +12,10 @@ public struct AudioEndpoint: Sendable {
     /// The ring of 16-bit samples (interleaved if `format.channelCount` > 1).
     public let ring: SPSCRing<Int16>
     /// Signalled by the device thread after each frame it produced or consumed.
-    public let wakeup: Wakeup
+    public let wakeup: EventCount
 
     /// Uses an existing ring and wake-up.
-    public init(format: AudioFormat, ring: SPSCRing<Int16>, wakeup: Wakeup) {
+    public init(format: AudioFormat, ring: SPSCRing<Int16>, wakeup: EventCount) {
         self.format = format
         self.ring = ring
         self.wakeup = wakeup
@@ -24,7 +24,7 @@ public struct AudioEndpoint: Sendable {
     /// Creates a ring holding at least `ringCapacityFrames` frames of `format` (its capacity in
     /// samples is rounded up to a power of two) and, unless given, a new wake-up.
     /// - Precondition: `ringCapacityFrames` ≥ 1.
-    public init(format: AudioFormat = AudioFormat(), ringCapacityFrames: Int = 8, wakeup: Wakeup = Wakeup()) {
+    public init(format: AudioFormat = AudioFormat(), ringCapacityFrames: Int = 8, wakeup: EventCount = EventCount()) {
         precondition(ringCapacityFrames >= 1, "AudioEndpoint ring must hold at least one frame")
         let wantedSamples = ringCapacityFrames * format.samplesPerFrame
         var capacitySamples = 1

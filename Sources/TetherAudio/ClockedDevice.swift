@@ -62,7 +62,7 @@ final class DeviceCounters: Sendable {
 struct DeviceThreadIO: Sendable {
     let samplesPerFrame: Int
     private let ring: Unmanaged<SPSCRing<Int16>>
-    private let wakeup: Unmanaged<Wakeup>
+    private let wakeup: Unmanaged<EventCount>
     private let counters: Unmanaged<DeviceCounters>
 
     init(endpoint: AudioEndpoint, counters: DeviceCounters) {

@@ -11,7 +11,7 @@ struct ICEHotPathContext {
     /// before any pair is selected). Written on the GLib thread, read there by the send watch.
     var streamID: guint
     var receiveRing: Unmanaged<PacketRing>
-    var receiveWakeup: Unmanaged<Wakeup>
+    var receiveWakeup: Unmanaged<EventCount>
     var sendRing: Unmanaged<PacketRing>
     var sendEventFD: Int32
     /// What became of the datagrams sent (see `ICESendCounters`).
@@ -159,7 +159,7 @@ public final class ICETransport: @unchecked Sendable {
     ///   - arrivalClock: stamps each received datagram's arrival (called on the GLib thread); tests
     ///     that drive media loops on a clock of their own pass it here too.
     public init(
-        configuration: ICETransportConfiguration, receiveRing: PacketRing, receiveWakeup: Wakeup,
+        configuration: ICETransportConfiguration, receiveRing: PacketRing, receiveWakeup: EventCount,
         arrivalClock: MonotonicTimeSource = MonotonicClock.system,
         eventHandler: @escaping @Sendable (ICETransportEvent) -> Void
     ) throws(ICETransportError) {

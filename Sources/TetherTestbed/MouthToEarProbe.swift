@@ -286,6 +286,7 @@ final class TimedRecorder: Sendable {
             var frame = [Int16](repeating: 0, count: format.samplesPerFrame)
             var framesRead: Int64 = 0
             while !thread.isStopRequested {
+                let ticket = endpoint.wakeup.prepareToWait()
                 while frame.withUnsafeMutableBufferPointer({ endpoint.ring.readAll(into: $0) }) {
                     let arrival = Int64(MonotonicClock.nanoseconds())
                     let position = framesRead * frameNanoseconds
@@ -295,7 +296,7 @@ final class TimedRecorder: Sendable {
                     }
                     framesRead += 1
                 }
-                endpoint.wakeup.wait(untilMonotonicNanoseconds: MonotonicClock.nanoseconds() + 5_000_000)
+                endpoint.wakeup.wait(ticket, untilMonotonicNanoseconds: MonotonicClock.nanoseconds() + 5_000_000)
             }
         }
     }

@@ -17,7 +17,7 @@ struct AudioEndpointTests {
     @Test("an endpoint built from parts shares its ring and wake-up")
     func sharesRingAndWakeup() {
         let ring = SPSCRing<Int16>(capacity: 4_096)
-        let wakeup = Wakeup()
+        let wakeup = EventCount()
         let endpoint = AudioEndpoint(format: AudioFormat(), ring: ring, wakeup: wakeup)
         #expect(endpoint.ring === ring)
         #expect(endpoint.wakeup === wakeup)

@@ -29,7 +29,7 @@ struct DiscardSinkTests {
         try sink.start(endpoint)
         var signals = 0
         let end = started + 500_000_000
-        while endpoint.wakeup.wait(untilMonotonicNanoseconds: end) { signals += 1 }
+        while endpoint.wakeup.waitForNextSignal(untilMonotonicNanoseconds: end) { signals += 1 }
         sink.stop()
         #expect(signals >= 12)
         #expect(signals <= 34)

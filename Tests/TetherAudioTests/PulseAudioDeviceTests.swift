@@ -251,7 +251,7 @@ final class PulseTestFeeder: Sendable {
                     }
                     push(frame, into: endpoint.ring)
                 }
-                endpoint.wakeup.wait(untilMonotonicNanoseconds: deadline(afterSeconds: 0.02))
+                endpoint.wakeup.waitForNextSignal(untilMonotonicNanoseconds: deadline(afterSeconds: 0.02))
             }
         }
     }
@@ -299,9 +299,8 @@ func pulseWaitUntil(seconds: Double, _ condition: () -> Bool) -> Bool {
     return true
 }
 
-/// Empties a capture endpoint's ring and wake-up.
+/// Empties a capture endpoint's ring.
 func pulseDrain(_ endpoint: AudioEndpoint) {
     var frame = [Int16](repeating: 0, count: endpoint.format.samplesPerFrame)
     while frame.withUnsafeMutableBufferPointer({ endpoint.ring.readAll(into: $0) }) {}
-    endpoint.wakeup.drain()
 }

@@ -89,7 +89,6 @@ struct SharedDeviceClockTests {
         // And a device started again ticks again.
         let (source, endpoint) = sources[0]
         _ = endpoint.ring.discard(endpoint.ring.availableToRead)
-        endpoint.wakeup.drain()
         try source.start(endpoint)
         #expect(waitForSignals(endpoint, count: 2))
         source.stop()

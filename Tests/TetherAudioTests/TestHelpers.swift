@@ -32,11 +32,18 @@ func deadline(afterSeconds seconds: Double) -> UInt64 {
     MonotonicClock.nanoseconds() + UInt64(seconds * 1e9)
 }
 
+extension EventCount {
+    /// Waits for the next signal (one sent after this call), or until the deadline.
+    func waitForNextSignal(untilMonotonicNanoseconds deadline: UInt64) -> Bool {
+        wait(prepareToWait(), untilMonotonicNanoseconds: deadline)
+    }
+}
+
 /// Waits until the endpoint's wake-up has been signalled `count` times or `timeoutSeconds` pass.
 /// - Returns: `true` when all signals arrived in time.
 func waitForSignals(_ endpoint: AudioEndpoint, count: Int, timeoutSeconds: Double = 10) -> Bool {
     let limit = deadline(afterSeconds: timeoutSeconds)
-    for _ in 0..<count where !endpoint.wakeup.wait(untilMonotonicNanoseconds: limit) {
+    for _ in 0..<count where !endpoint.wakeup.waitForNextSignal(untilMonotonicNanoseconds: limit) {
         return false
     }
     return true
@@ -56,8 +63,10 @@ func captureFrames(from endpoint: AudioEndpoint, seconds: Double, frameLimit: In
     var frame = [Int16](repeating: 0, count: endpoint.format.samplesPerFrame)
     let started = MonotonicClock.nanoseconds()
     let end = started + UInt64(seconds * 1e9)
+    var ticket = endpoint.wakeup.prepareToWait()
     while captured.frames < frameLimit && MonotonicClock.nanoseconds() < end {
-        endpoint.wakeup.wait(untilMonotonicNanoseconds: end)
+        endpoint.wakeup.wait(ticket, untilMonotonicNanoseconds: end)
+        ticket = endpoint.wakeup.prepareToWait()
         while captured.frames < frameLimit,
             frame.withUnsafeMutableBufferPointer({ endpoint.ring.readAll(into: $0) })
         {

@@ -143,7 +143,7 @@ struct TestSignalSourceTests {
             guard case .unsupportedFormat = error else { Issue.record("unexpected \(error)"); return }
         }
         #expect(throws: AudioDeviceError.ringTooSmall(capacitySamples: 512, samplesPerFrame: 960)) {
-            try TestSignalSource().start(AudioEndpoint(format: AudioFormat(), ring: SPSCRing(capacity: 512), wakeup: Wakeup()))
+            try TestSignalSource().start(AudioEndpoint(format: AudioFormat(), ring: SPSCRing(capacity: 512), wakeup: EventCount()))
         }
         #expect {
             try TestSignalSource().start(AudioEndpoint(format: AudioFormat(channelCount: 2)))

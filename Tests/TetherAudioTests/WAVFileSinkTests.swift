@@ -78,7 +78,7 @@ struct WAVFileSinkTests {
         }
         try sink.start(endpoint)
         let limit = deadline(afterSeconds: 10)
-        while nextValue <= 20 && endpoint.wakeup.wait(untilMonotonicNanoseconds: limit) {
+        while nextValue <= 20 && endpoint.wakeup.waitForNextSignal(untilMonotonicNanoseconds: limit) {
             while nextValue <= 20 && endpoint.ring.availableToRead < 2 * 960 {
                 push(Self.frame(nextValue), into: endpoint.ring)
                 nextValue += 1

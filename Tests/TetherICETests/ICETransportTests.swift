@@ -37,12 +37,12 @@ struct Peer {
     let transport: ICETransport
     let log: EventLog
     let ring: PacketRing
-    let wakeup: Wakeup
+    let wakeup: EventCount
 
     init(controlling: Bool) throws {
         let log = EventLog()
         ring = PacketRing(slotCount: 256)
-        wakeup = Wakeup()
+        wakeup = EventCount()
         self.log = log
         transport = try ICETransport(
             configuration: ICETransportConfiguration(controlling: controlling, localAddresses: ["127.0.0.1"]),
@@ -85,11 +85,13 @@ struct ICETransportTests {
         }
         var received = 0
         let deadline = MonotonicClock.nanoseconds() + 5_000_000_000
-        while received < 50, b.wakeup.wait(untilMonotonicNanoseconds: deadline) {
+        while received < 50 {
+            let ticket = b.wakeup.prepareToWait()
             while let ok = b.ring.pop({ buf, _ in buf.count == 100 + Int(buf[1]) && buf[buf.count - 1] == buf[1] }) {
                 #expect(ok)
                 received += 1
             }
+            if received < 50, !b.wakeup.wait(ticket, untilMonotonicNanoseconds: deadline) { break }
         }
         #expect(received == 50)
         #expect(a.transport.sendFailureCount == 0)
@@ -111,7 +113,7 @@ struct ICETransportTests {
         #expect(throws: ICETransportError.invalidLocalAddress("not-an-address")) {
             _ = try ICETransport(
                 configuration: ICETransportConfiguration(controlling: true, localAddresses: ["not-an-address"]),
-                receiveRing: PacketRing(slotCount: 4), receiveWakeup: Wakeup(), eventHandler: { _ in })
+                receiveRing: PacketRing(slotCount: 4), receiveWakeup: EventCount(), eventHandler: { _ in })
         }
     }
 }
@@ -171,8 +173,10 @@ struct ICETransportRestartTests {
         }
         var received = 0
         let deadline = MonotonicClock.nanoseconds() + 3_000_000_000
-        while received < count, b.wakeup.wait(untilMonotonicNanoseconds: deadline) {
+        while received < count {
+            let ticket = b.wakeup.prepareToWait()
             while b.ring.pop({ _, _ in true }) != nil { received += 1 }
+            if received < count, !b.wakeup.wait(ticket, untilMonotonicNanoseconds: deadline) { break }
         }
         return received
     }

@@ -26,14 +26,14 @@ private struct ConnectedTransports {
     let b: ICETransport
     let ringA = PacketRing(slotCount: 256)
     let ringB = PacketRing(slotCount: 256)
-    let wakeA: Wakeup
-    let wakeB: Wakeup
+    let wakeA: EventCount
+    let wakeB: EventCount
 
     /// - Parameter wakeup: what both transports signal for a received datagram (a media worker's);
     ///   by default each has its own.
-    init(wakeup: Wakeup? = nil) throws {
-        wakeA = wakeup ?? Wakeup()
-        wakeB = wakeup ?? Wakeup()
+    init(wakeup: EventCount? = nil) throws {
+        wakeA = wakeup ?? EventCount()
+        wakeB = wakeup ?? EventCount()
         let gathered = Mutex<[Int: [String]]>([:])
         let ready = Mutex<Set<Int>>([])
         let signal = Wakeup()
@@ -193,7 +193,10 @@ struct MediaLoopAllocationTests {
             // Wait (without allocating) for the datagram to come round through libnice; its
             // arrival is stamped `now`. The deadline is the real clock's: a generous bound.
             let deadline = MonotonicClock.nanoseconds() + 2_000_000_000
-            while net.ringB.count == 0, net.wakeB.wait(untilMonotonicNanoseconds: deadline) {}
+            while net.ringB.count == 0 {
+                let ticket = net.wakeB.prepareToWait()
+                if net.ringB.count > 0 || !net.wakeB.wait(ticket, untilMonotonicNanoseconds: deadline) { break }
+            }
             loopB.processOnce(now: advanceManualClock(byNanoseconds: 1_000_000))
             _ = playbackB.read(into: sink)
         }
@@ -253,7 +256,7 @@ struct MediaLoopAllocationTests {
     }
 
     /// The same through a media worker's passes, as the worker thread runs them: the wake-up
-    /// wait and drain, the slot table, playout for every loop then the encodes, both directions
+    /// wait and its next ticket, the slot table, playout for every loop then the encodes, both directions
     /// at once, and the sends straight on the selected pair's socket. (A driven worker: the test
     /// thread runs the passes, so it can count them.)
     @Test(.enabled(if: CAllocationCounter_isAvailable() == 1, "the sanitizers own malloc; counting runs in the plain build"))
@@ -294,12 +297,13 @@ struct MediaLoopAllocationTests {
             _ = capture.b.writeAll(UnsafeBufferPointer(frame))
             _ = advanceManualClock(byNanoseconds: 20_000_000)
             worker.serviceOnce(waitingUntil: 0)
-            // Wait (without allocating, and without a pass, which would drain them) for both
-            // datagrams; the pass that follows takes the pending signals with it. The deadline
-            // is the real clock's: a generous bound.
+            // Wait (without allocating, and without a pass, which would read them) for both
+            // datagrams. The deadline is the real clock's: a generous bound.
             let deadline = MonotonicClock.nanoseconds() + 2_000_000_000
             while net.ringA.count == 0 || net.ringB.count == 0, MonotonicClock.nanoseconds() < deadline {
-                _ = net.wakeA.wait(untilMonotonicNanoseconds: min(deadline, MonotonicClock.nanoseconds() + 1_000_000))
+                let ticket = net.wakeA.prepareToWait()
+                if net.ringA.count > 0 && net.ringB.count > 0 { break }
+                _ = net.wakeA.wait(ticket, untilMonotonicNanoseconds: min(deadline, MonotonicClock.nanoseconds() + 1_000_000))
             }
             worker.serviceOnce(waitingUntil: 0)
             _ = playback.a.read(into: sink)

@@ -20,4 +20,16 @@ void CTetherSystem_wipe(void *buffer, size_t length);
 /// /dev/null), every other descriptor closed, signal mask empty and dispositions default.
 /// Returns the child's process ID, or -1 with errno set. The caller reaps it with waitpid.
 pid_t CTetherSystem_spawn(char *const argv[], int stdout_fd, int stderr_fd);
+#include <stdint.h>
+/// An event count: a wake-up that costs its producers no system call unless the consumer sleeps.
+/// The consumer takes a ticket (`prepare`), looks for work once more, and sleeps on the ticket
+/// (`wait`) only if it found none; a producer publishes its data and then `signal`s, which
+/// wakes the consumer only when a ticket is out. `state` starts at 0.
+/// Returns the ticket (the state with the waiter bit set).
+uint32_t CTetherSystem_eventcount_prepare(uint32_t *state);
+/// Wakes a consumer holding a ticket; returns 1 when it made the system call, 0 when nobody waited.
+int CTetherSystem_eventcount_signal(uint32_t *state);
+/// Sleeps until a signal after `ticket` was taken, or the CLOCK_MONOTONIC instant `deadline`.
+/// Returns 1 when signalled (at once if a signal already came), 0 on time-out.
+int CTetherSystem_eventcount_wait(uint32_t *state, uint32_t ticket, const struct timespec *deadline);
 #endif
