@@ -12,15 +12,28 @@ import Synchronization
 /// the elements, and the consumer reads it with acquire ordering before reading them; symmetrically
 /// the consumer publishes `head` with release after it has finished reading, so the producer never
 /// overwrites a slot that is still being read.
+///
+/// Each side keeps the other's index as last read and reads it again only when the ring looks
+/// full (producer) or empty (consumer), and each side's fields sit on cache lines of their own:
+/// with `head` and `tail` side by side, every write invalidated the reader's line and every
+/// read the writer's.
 public final class SPSCRing<Element: BitwiseCopyable>: @unchecked Sendable {
     /// Number of elements the ring holds when full.
     public let capacity: Int
     private let mask: Int
     private let storage: UnsafeMutablePointer<Element>
-    /// Index of the next element to read. Written by the consumer only.
-    private let head = Atomic<Int>(0)
+    /// Two cache lines (with the adjacent-line prefetch) between the read-only fields and each side's.
+    private let padding0 = InlineArray<16, UInt64>(repeating: 0)
     /// Index of the next element to write. Written by the producer only.
     private let tail = Atomic<Int>(0)
+    /// `head` as the producer last read it. Producer only.
+    private var producerHead = 0
+    private let padding1 = InlineArray<16, UInt64>(repeating: 0)
+    /// Index of the next element to read. Written by the consumer only.
+    private let head = Atomic<Int>(0)
+    /// `tail` as the consumer last read it. Consumer only.
+    private var consumerTail = 0
+    private let padding2 = InlineArray<16, UInt64>(repeating: 0)
 
     /// Creates a ring holding `capacity` elements.
     /// - Precondition: `capacity` is a power of two, at least 1.
@@ -52,8 +65,10 @@ public final class SPSCRing<Element: BitwiseCopyable>: @unchecked Sendable {
     @discardableResult
     public func write(_ source: UnsafeBufferPointer<Element>) -> Int {
         let t = tail.load(ordering: .relaxed)
-        let h = head.load(ordering: .acquiring)
-        let count = min(source.count, capacity &- (t &- h))
+        if capacity &- (t &- producerHead) < source.count {
+            producerHead = head.load(ordering: .acquiring)
+        }
+        let count = min(source.count, capacity &- (t &- producerHead))
         guard count > 0, let base = source.baseAddress else { return 0 }
         let start = t & mask
         let first = min(count, capacity &- start)
@@ -79,8 +94,10 @@ public final class SPSCRing<Element: BitwiseCopyable>: @unchecked Sendable {
     @discardableResult
     public func read(into destination: UnsafeMutableBufferPointer<Element>) -> Int {
         let h = head.load(ordering: .relaxed)
-        let t = tail.load(ordering: .acquiring)
-        let count = min(destination.count, t &- h)
+        if consumerTail &- h < destination.count {
+            consumerTail = tail.load(ordering: .acquiring)
+        }
+        let count = min(destination.count, consumerTail &- h)
         guard count > 0, let base = destination.baseAddress else { return 0 }
         let start = h & mask
         let first = min(count, capacity &- start)
@@ -105,8 +122,10 @@ public final class SPSCRing<Element: BitwiseCopyable>: @unchecked Sendable {
     @discardableResult
     public func discard(_ count: Int) -> Int {
         let h = head.load(ordering: .relaxed)
-        let t = tail.load(ordering: .acquiring)
-        let n = min(count, t &- h)
+        if consumerTail &- h < count {
+            consumerTail = tail.load(ordering: .acquiring)
+        }
+        let n = min(count, consumerTail &- h)
         head.store(h &+ n, ordering: .releasing)
         return n
     }
