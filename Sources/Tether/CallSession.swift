@@ -562,7 +562,7 @@ public actor CallSession {
     }
 
     /// What a re-offer (restart, hold, resume) carries: the session in force as negotiated, with
-    /// its payload types unchanged (RFC 3264 §8.3.2: Opus and telephone-event keep the numbers
+    /// its payload types unchanged (RFC 3264 §8.3.2: Opus, telephone-event and RED keep the numbers
     /// the first offer/answer gave them, whichever side chose them), the same keys and mid, and
     /// the direction our hold asks for.
     private func reofferParameters(candidates: [String], negotiated: NegotiatedAudio) -> LocalAudioParameters {
@@ -572,6 +572,7 @@ public actor CallSession {
         parameters.direction = offerDirection
         parameters.opusPayloadType = negotiated.opusPayloadType
         parameters.telephoneEvents = negotiated.receivableTelephoneEvents
+        if let red = negotiated.redundantAudio { parameters.redundantAudioPayloadType = red.payloadType }
         return parameters
     }
 

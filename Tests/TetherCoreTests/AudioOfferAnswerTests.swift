@@ -15,7 +15,8 @@ struct AudioOfferAnswerTests {
         let audio = offer.media[0]
         #expect(audio.media == "audio")
         #expect(audio.transportProtocol == .rtpSAVP)
-        #expect(audio.formats == ["111", "101", "100"])  // Opus, then telephone-event at 48000 and 8000
+        #expect(audio.formats == ["111", "63", "101", "100"])  // Opus, RED (of Opus), then telephone-event at 48000 and 8000
+        #expect(audio.rtpMap(forPayloadType: 63) == RTPMapAttribute(payloadType: 63, encodingName: "red", clockRateHz: 48_000, channelCount: 2))
         #expect(audio.rtpMap(forPayloadType: 101) == RTPMapAttribute(payloadType: 101, encodingName: "telephone-event", clockRateHz: 48_000))
         #expect(audio.rtpMap(forPayloadType: 100) == RTPMapAttribute(payloadType: 100, encodingName: "telephone-event", clockRateHz: 8000))
         #expect(audio.port == 40_000)
@@ -37,7 +38,8 @@ struct AudioOfferAnswerTests {
         #expect(audio.direction == .sendrecv)
 
         let text = offer.serialized()
-        #expect(text.contains("m=audio 40000 RTP/SAVP 111 101 100\r\nc=IN IP4 10.0.0.5\r\n"))
+        #expect(text.contains("m=audio 40000 RTP/SAVP 111 63 101 100\r\nc=IN IP4 10.0.0.5\r\n"))
+        #expect(text.contains("a=rtpmap:63 red/48000/2\r\na=fmtp:63 111/111\r\n"))
         #expect(text.contains("a=rtpmap:101 telephone-event/48000\r\na=fmtp:101 0-15\r\na=rtpmap:100 telephone-event/8000\r\na=fmtp:100 0-15\r\n"))
         #expect(text.contains("a=rtpmap:111 opus/48000/2\r\na=fmtp:111 minptime=10;useinbandfec=1\r\n"))
         #expect(text.contains("a=candidate:1 1 UDP 2130706431 10.0.0.5 40000 typ host\r\n"))

@@ -13,7 +13,7 @@ struct TelephoneEventNegotiationTests {
         local.dtls = LocalDTLSParameters(fingerprint: Self.chromeFingerprint)
         let (answer, negotiated) = try AudioOfferAnswer.makeAnswer(to: try SessionDescription.parse(Fixtures.chromeOffer), local: local)
         #expect(negotiated.telephoneEvent == TelephoneEventFormat(payloadType: 110, clockRateHz: 48_000))
-        #expect(answer.media[0].formats == ["111", "110"])
+        #expect(answer.media[0].formats == ["111", "63", "110"])
         #expect(answer.serialized().contains("a=rtpmap:110 telephone-event/48000\r\na=fmtp:110 0-15\r\n"))
     }
 
@@ -23,13 +23,13 @@ struct TelephoneEventNegotiationTests {
         local.dtls = LocalDTLSParameters(fingerprint: Self.chromeFingerprint)
         let (answer, negotiated) = try AudioOfferAnswer.makeAnswer(to: offer, local: local)
         #expect(negotiated.telephoneEvent == nil)
-        #expect(answer.media[0].formats == ["111"])
+        #expect(answer.media[0].formats == ["111", "63"])
     }
 
     @Test func aCallWithoutDTMFNeitherOffersNorAcceptsIt() throws {
         var local = try Fixtures.localParameters()
         local.telephoneEvents = []
-        #expect(AudioOfferAnswer.makeOffer(local).media[0].formats == ["111"])
+        #expect(AudioOfferAnswer.makeOffer(local).media[0].formats == ["111", "63"])
         let (answer, negotiated) = try AudioOfferAnswer.makeAnswer(to: try SessionDescription.parse(Fixtures.baresipOffer), local: local)
         #expect(negotiated.telephoneEvent == nil)
         #expect(answer.media[0].formats == ["96"])

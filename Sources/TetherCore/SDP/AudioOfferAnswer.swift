@@ -59,6 +59,10 @@ public struct LocalAudioParameters: Sendable, Equatable {
     /// by default at the Opus clock rate (48000) and at 8000 for peers that only take that.
     /// Answers take the offer's, preferring 48000; empty: DTMF is neither offered nor accepted.
     public var telephoneEvents: [TelephoneEventFormat]
+    /// The payload type our offers carry RFC 2198 redundant audio on (`red/48000/2`, its blocks
+    /// Opus); answers take the offer's when its blocks are our Opus. nil: RED is neither offered
+    /// nor accepted.
+    public var redundantAudioPayloadType: UInt8?
 
     /// Creates local parameters with Tether's defaults: Opus on PT 111 with
     /// `minptime=10;useinbandfec=1`, 20 ms ptime, full ICE, sendrecv.
@@ -72,7 +76,8 @@ public struct LocalAudioParameters: Sendable, Equatable {
         candidates: [ICECandidate] = [], endOfCandidates: Bool = false,
         crypto: [CryptoAttribute], direction: MediaDirection = .sendrecv, mid: String? = nil,
         acceptsRemoteMKI: Bool = false, dtls: LocalDTLSParameters? = nil,
-        telephoneEvents: [TelephoneEventFormat] = TelephoneEventFormat.defaultOffer
+        telephoneEvents: [TelephoneEventFormat] = TelephoneEventFormat.defaultOffer,
+        redundantAudioPayloadType: UInt8? = RedundantAudioFormat.defaultPayloadType
     ) {
         self.sessionID = sessionID
         self.sessionVersion = sessionVersion
@@ -95,6 +100,7 @@ public struct LocalAudioParameters: Sendable, Equatable {
         self.acceptsRemoteMKI = acceptsRemoteMKI
         self.dtls = dtls
         self.telephoneEvents = telephoneEvents
+        self.redundantAudioPayloadType = redundantAudioPayloadType
     }
 
     /// The profile our offers use for the keying they carry.
@@ -178,6 +184,8 @@ public struct NegotiatedAudio: Sendable, Equatable {
     /// Every `telephone-event` format the peer may send with: an answer may keep both our offered
     /// rates, and its side picks either (Chromium sends at 8000 when both are there).
     public var receivableTelephoneEvents: [TelephoneEventFormat]
+    /// RFC 2198 redundant audio both sides take (the same payload type each way), if negotiated.
+    public var redundantAudio: RedundantAudioFormat?
 
     /// Creates a negotiation result.
     public init(
@@ -185,7 +193,8 @@ public struct NegotiatedAudio: Sendable, Equatable {
         remoteMaxPtimeMilliseconds: UInt32?, remoteICEUfrag: String, remoteICEPwd: String, remoteICELite: Bool,
         remoteCandidates: [ICECandidate], remoteEndOfCandidates: Bool, keying: NegotiatedKeying,
         remoteDirection: MediaDirection, direction: MediaDirection, mid: String?,
-        telephoneEvent: TelephoneEventFormat? = nil, receivableTelephoneEvents: [TelephoneEventFormat]? = nil
+        telephoneEvent: TelephoneEventFormat? = nil, receivableTelephoneEvents: [TelephoneEventFormat]? = nil,
+        redundantAudio: RedundantAudioFormat? = nil
     ) {
         self.opusPayloadType = opusPayloadType
         self.remoteOpusParameters = remoteOpusParameters
@@ -202,6 +211,7 @@ public struct NegotiatedAudio: Sendable, Equatable {
         self.mid = mid
         self.telephoneEvent = telephoneEvent
         self.receivableTelephoneEvents = receivableTelephoneEvents ?? telephoneEvent.map { [$0] } ?? []
+        self.redundantAudio = redundantAudio
     }
 }
 
@@ -215,7 +225,9 @@ public enum AudioOfferAnswer {
     public static func makeOffer(_ local: LocalAudioParameters) -> SessionDescription {
         let section = audioSection(
             local: local, profile: local.offerProfile, payloadType: local.opusPayloadType,
-            telephoneEvents: local.telephoneEvents, crypto: local.crypto, fingerprints: local.dtls.map { [$0.fingerprint] } ?? [],
+            telephoneEvents: local.telephoneEvents,
+            redundantAudio: local.redundantAudioPayloadType.map { RedundantAudioFormat(payloadType: $0, blockPayloadType: local.opusPayloadType) },
+            redundantAudioFirst: false, crypto: local.crypto, fingerprints: local.dtls.map { [$0.fingerprint] } ?? [],
             setup: local.dtls == nil ? nil : .actpass, direction: local.direction, mid: local.mid)
         var offer = session(local: local, section: section)
         if local.dtls != nil, let mid = local.mid { offer.attributes.append(SDPAttribute(name: "group", value: "BUNDLE \(mid)")) }
@@ -275,9 +287,12 @@ public enum AudioOfferAnswer {
         var localSetup: DTLSSetup?
         if case let .dtls(role, _) = keying { localSetup = role.setup }
         let telephoneEvent = local.telephoneEvents.isEmpty ? nil : TelephoneEventFormat.preferred(in: remote)
+        // RED on the offer's payload type, in the offer's place before or after Opus.
+        let redundantAudio = local.redundantAudioPayloadType == nil ? nil : RedundantAudioFormat.find(in: remote, opusPayloadType: payloadType)
         let section = audioSection(
             local: local, profile: remote.transportProtocol, payloadType: payloadType,
-            telephoneEvents: telephoneEvent.map { [$0] } ?? [], crypto: answerCrypto, fingerprints: localSetup == nil ? [] : local.dtls.map { [$0.fingerprint] } ?? [],
+            telephoneEvents: telephoneEvent.map { [$0] } ?? [], redundantAudio: redundantAudio,
+            redundantAudioFirst: redundantAudio.map { RedundantAudioFormat.isPreferred(in: remote, format: $0) } ?? false, crypto: answerCrypto, fingerprints: localSetup == nil ? [] : local.dtls.map { [$0.fingerprint] } ?? [],
             setup: localSetup, direction: ourDirection, mid: remote.mid)
         var answer = session(local: local, section: section)
         // A BUNDLE group holding the audio section is answered with that section alone (the
@@ -304,7 +319,7 @@ public enum AudioOfferAnswer {
             remoteCandidates: usableCandidates(remote.candidates),
             remoteEndOfCandidates: remote.endOfCandidates || offer.endOfCandidates,
             keying: keying, remoteDirection: remoteDirection, direction: ourDirection, mid: remote.mid,
-            telephoneEvent: telephoneEvent)
+            telephoneEvent: telephoneEvent, redundantAudio: redundantAudio)
         return (answer, negotiated)
     }
 
@@ -403,10 +418,21 @@ public enum AudioOfferAnswer {
             remoteEndOfCandidates: remote.endOfCandidates || answer.endOfCandidates,
             keying: keying, remoteDirection: remoteDirection, direction: negotiatedDirection, mid: remote.mid ?? ours.mid,
             telephoneEvent: TelephoneEventFormat.answered(in: remote, offered: ours).first,
-            receivableTelephoneEvents: TelephoneEventFormat.answered(in: remote, offered: ours))
+            receivableTelephoneEvents: TelephoneEventFormat.answered(in: remote, offered: ours),
+            redundantAudio: answeredRedundantAudio(in: remote, offered: ours, opusPayloadType: payloadType))
     }
 
     // MARK: Helpers
+
+    /// The answer's RED, when it is on a payload type we offered RED on (anything else: no RED).
+    private static func answeredRedundantAudio(
+        in answer: MediaDescription, offered: MediaDescription, opusPayloadType: UInt8
+    ) -> RedundantAudioFormat? {
+        guard let theirs = RedundantAudioFormat.find(in: answer, opusPayloadType: opusPayloadType),
+            let ours = RedundantAudioFormat.find(in: offered, opusPayloadType: opusPayloadType), ours.payloadType == theirs.payloadType
+        else { return nil }
+        return theirs
+    }
 
     /// The offer's first crypto line we hold a key for (lines with session parameters, with a tag
     /// another line also uses, or with an MKI unless accepted, are skipped), and our line for it.
@@ -448,18 +474,19 @@ public enum AudioOfferAnswer {
 
     private static func audioSection(
         local: LocalAudioParameters, profile: SDPMediaProtocol, payloadType: UInt8, telephoneEvents: [TelephoneEventFormat],
-        crypto: [CryptoAttribute], fingerprints: [DTLSFingerprint], setup: DTLSSetup?, direction: MediaDirection, mid: String?
+        redundantAudio: RedundantAudioFormat?, redundantAudioFirst: Bool, crypto: [CryptoAttribute], fingerprints: [DTLSFingerprint], setup: DTLSSetup?, direction: MediaDirection, mid: String?
     ) -> MediaDescription {
         let (connection, port) = defaultDestination(local)
         let fmtp = local.opusParameters.formatParameters
         var formatParameters = fmtp.isEmpty ? [] : [FormatParametersAttribute(payloadType: payloadType, parameters: fmtp)]
-        formatParameters += telephoneEvents.map(\.formatParameters)
+        formatParameters += (redundantAudio.map { [$0.formatParameters] } ?? []) + telephoneEvents.map(\.formatParameters)
+        let opusMap = RTPMapAttribute(payloadType: payloadType, encodingName: "opus", clockRateHz: 48_000, channelCount: 2)
+        let audioMaps = redundantAudio.map { redundantAudioFirst ? [$0.rtpMap, opusMap] : [opusMap, $0.rtpMap] } ?? [opusMap]
         return MediaDescription(
             media: "audio", port: port, transportProtocol: profile,
-            formats: ["\(payloadType)"] + telephoneEvents.map { "\($0.payloadType)" },
+            formats: audioMaps.map { "\($0.payloadType)" } + telephoneEvents.map { "\($0.payloadType)" },
             connection: connection,
-            rtpMaps: [RTPMapAttribute(payloadType: payloadType, encodingName: "opus", clockRateHz: 48_000, channelCount: 2)]
-                + telephoneEvents.map(\.rtpMap),
+            rtpMaps: audioMaps + telephoneEvents.map(\.rtpMap),
             formatParameters: formatParameters,
             ptimeMilliseconds: local.ptimeMilliseconds, maxPtimeMilliseconds: local.maxPtimeMilliseconds,
             rtcpMux: true, iceUfrag: local.iceUfrag, icePwd: local.icePwd, iceOptions: local.iceOptions,
