@@ -512,3 +512,66 @@ struct JitterBufferTests {
         #expect(buffer.pullPlayed(now: 1_041 * millisecond) == .packet(3))
     }
 }
+
+@Suite("JitterBuffer: frames recovered from redundant copies (RFC 2198 RED)")
+struct JitterBufferRedundancyTests {
+    /// Every other packet lost; each packet that arrives carries the frame before it: every lost
+    /// frame is filled in from its successor and played as itself, nothing concealed.
+    @Test func aLostFrameIsPlayedFromTheNextPacketsCopy() {
+        let buffer = JitterBuffer()  // fixed 40 ms target
+        let stream = makeStream(count: 40)
+        var played: [Played] = []
+        var next = 0
+        for pull in 0..<41 {  // two before playout starts, then frames 0…38 (39 is lost with no successor)
+            let now = 10 * millisecond + UInt64(pull) * 20 * millisecond
+            while next < stream.count, stream[next].arrivalNanoseconds <= now {
+                let p = stream[next]
+                if next % 2 == 0 {  // odd packets are lost on the way
+                    _ = buffer.insert(p)
+                    if next > 0 {
+                        let previous = p.sequenceNumber &- 1
+                        let stored = payloadBytes(for: previous).withUnsafeBytes {
+                            buffer.insertRedundant(
+                                sequenceNumber: previous, rtpTimestamp: p.rtpTimestamp &- frameSamples, payload: $0,
+                                arrivalNanoseconds: p.arrivalNanoseconds)
+                        }
+                        #expect(stored)
+                    }
+                }
+                next += 1
+            }
+            played.append(buffer.pullPlayed(now: now))
+        }
+        let audio = played.filter { $0 != .notStarted }
+        #expect(audio == packets(0...38))
+        let statistics = buffer.statistics
+        #expect(statistics.redundantRecoveries == 19)
+        #expect(statistics.concealedFrames == 0)
+        #expect(statistics.duplicatePackets == 0 && statistics.latePackets == 0)
+        #expect(statistics.packetsInserted == 20)  // the copies are not packets
+    }
+
+    /// A copy of a frame that arrived itself, of one already due, or before any packet began
+    /// the stream is not stored, and counts nothing.
+    @Test func aCopyOnlyFillsAHole() {
+        let buffer = JitterBuffer()
+        let bytes = payloadBytes(for: 4)
+        let early = bytes.withUnsafeBytes { buffer.insertRedundant(sequenceNumber: 4, rtpTimestamp: 4 * frameSamples, payload: $0, arrivalNanoseconds: 0) }
+        #expect(!early)  // no stream yet
+        _ = buffer.insert(4, 4 * frameSamples, at: 0)
+        _ = buffer.insert(5, 5 * frameSamples, at: 20 * millisecond)
+        let again = bytes.withUnsafeBytes { buffer.insertRedundant(sequenceNumber: 4, rtpTimestamp: 4 * frameSamples, payload: $0, arrivalNanoseconds: 20 * millisecond) }
+        #expect(!again)  // received itself
+        #expect(buffer.pullPlayed(now: 40 * millisecond) == .packet(4))
+        #expect(buffer.pullPlayed(now: 60 * millisecond) == .packet(5))
+        #expect(buffer.pullPlayed(now: 80 * millisecond) == .conceal)  // 6 lost, nothing yet
+        _ = buffer.insert(8, 8 * frameSamples, at: 85 * millisecond)
+        let due = payloadBytes(for: 6).withUnsafeBytes { buffer.insertRedundant(sequenceNumber: 6, rtpTimestamp: 6 * frameSamples, payload: $0, arrivalNanoseconds: 85 * millisecond) }
+        #expect(!due)  // its time has passed
+        let hole = payloadBytes(for: 7).withUnsafeBytes { buffer.insertRedundant(sequenceNumber: 7, rtpTimestamp: 7 * frameSamples, payload: $0, arrivalNanoseconds: 85 * millisecond) }
+        #expect(hole)
+        #expect(buffer.pullPlayed(now: 100 * millisecond) == .packet(7))
+        #expect(buffer.statistics.redundantRecoveries == 1)
+        #expect(buffer.statistics.duplicatePackets == 0 && buffer.statistics.latePackets == 0)
+    }
+}

@@ -324,6 +324,37 @@ public final class JitterBuffer {
         return outcome
     }
 
+    /// Offers a frame recovered from a redundant copy (an RFC 2198 RED block) carried by a later
+    /// packet, with the sequence number and timestamp it had. It is stored only where it fills a
+    /// hole: not before the stream has begun, not for a frame already received or already due,
+    /// not across a jump the stream has not followed, not while playout is stalled (the primary
+    /// that carried it ends the stall), and not when every slot is taken. Its arrival says
+    /// nothing about the path's jitter (it was sent a frame or more late by design), so the
+    /// delay estimate does not see it; no counter but ``JitterBufferStatistics/redundantRecoveries``
+    /// moves. Never allocates.
+    /// - Returns: whether the frame was stored.
+    @discardableResult
+    public func insertRedundant(
+        sequenceNumber: UInt16,
+        rtpTimestamp: UInt32,
+        payload: UnsafeRawBufferPointer,
+        arrivalNanoseconds: UInt64
+    ) -> Bool {
+        guard hasStream, payload.count <= payloadCapacityBytes, !(started && stalledFrames > 0) else { return false }
+        let sequence = extendedSequence(sequenceNumber)
+        let timestamp = extendedTimestamp(rtpTimestamp, near: started ? playoutTimestamp : anchorTimestamp)
+        let reference = started ? playoutTimestamp : anchorTimestamp
+        guard abs(timestamp - reference) <= reanchorThresholdSamples, highestSequence - sequence <= Self.maximumSequenceJumpBehind,
+            sequence <= highestSequence, !isSeen(sequence), !(started && timestamp < playoutTimestamp)
+        else { return false }
+        let slot = freeSlot()
+        guard slot >= 0 else { return false }
+        write(slot: slot, sequence: sequence, timestamp: timestamp, payload: payload, arrivalNanoseconds: arrivalNanoseconds, recordsTransit: false)
+        markSeen(sequence)
+        counters.redundantRecoveries += 1
+        return true
+    }
+
     /// Produces the decision for the next frame period of the audio sink.
     ///
     /// - Parameters:
@@ -524,8 +555,10 @@ public final class JitterBuffer {
         }
     }
 
-    private func write(slot: Int, sequence: Int64, timestamp: Int64, payload: UnsafeRawBufferPointer, arrivalNanoseconds: UInt64) {
-        if slot != candidateIndex {  // a re-anchor candidate is not (yet) part of the stream
+    private func write(
+        slot: Int, sequence: Int64, timestamp: Int64, payload: UnsafeRawBufferPointer, arrivalNanoseconds: UInt64, recordsTransit: Bool = true
+    ) {
+        if recordsTransit && slot != candidateIndex {  // a re-anchor candidate is not (yet) part of the stream
             estimator.record(arrivalNanoseconds: arrivalNanoseconds, mediaNanoseconds: mediaNanoseconds(timestamp))
         }
         if let source = payload.baseAddress, payload.count > 0 {

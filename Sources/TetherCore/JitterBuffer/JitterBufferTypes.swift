@@ -142,6 +142,9 @@ public struct JitterBufferStatistics: Sendable, Equatable {
     public var framesPlayed: Int = 0
     /// Frames returned as ``JitterBuffer/PullResult/fecFromNext(payload:)``.
     public var fecRecoveries: Int = 0
+    /// Lost frames filled in from a redundant copy in a later packet (RFC 2198 RED), stored by
+    /// ``JitterBuffer/insertRedundant(sequenceNumber:rtpTimestamp:payload:arrivalNanoseconds:)``.
+    public var redundantRecoveries: Int = 0
     /// Frames concealed because audio was lost or arrived too late (underflow), in frames.
     /// Underflow frames later shown to have been a DTX pause are moved to ``silenceGapFrames``.
     public var concealedFrames: Int = 0
