@@ -44,9 +44,10 @@ public struct CallConfiguration: Sendable {
     /// noise, the default) or played as silence (only for comparisons such as the quality bench).
     /// Whether FEC is sent and used at all is `opus.inBandFEC`.
     public var concealsLoss: Bool = true
-    /// Whether, under heavy loss reported by the peer (15 % or more, until under 8 %), every
-    /// packet is also sent a second time 20 ms later (see `LossAdaptation`): about twice the
-    /// bandwidth (80 kb/s at the default 32), most of the loss gone.
+    /// Whether, under heavy loss reported by the peer (a sustained 15 % or more, until under 8 %),
+    /// each packet also carries the frame before it as RFC 2198 redundant audio, when the peer
+    /// negotiated RED (see `LossAdaptation`): about twice the payload (80 kb/s at the default 32),
+    /// most of the loss gone. Without RED nothing is sent twice.
     public var redundancyUnderHeavyLoss: Bool = true
     /// Time from negotiation to the first decoded media before the call fails, in seconds.
     public var connectTimeoutSeconds: Double
@@ -81,6 +82,11 @@ public struct CallConfiguration: Sendable {
     /// Whether DTMF (RFC 4733 `telephone-event`) is offered and accepted: offers carry it at
     /// 48000 and 8000 Hz, answers take the offer's. Off: `sendDTMF` throws 3004.
     public var dtmf: Bool = true
+    /// Whether RFC 2198 redundant audio (`red/48000/2` over Opus) is offered and accepted: RED the
+    /// peer sends is always received (its copies fill lost frames); RED is sent only under heavy
+    /// loss (`redundancyUnderHeavyLoss`). Off, or with a peer that has no RED (baresip, most SIP
+    /// phones), nothing is ever sent twice.
+    public var redundantAudio: Bool = true
 
     /// The DTLS certificate of this call; nil: the process's own (made once, as browsers do).
     /// A device that keeps its identity across restarts passes a stored one.

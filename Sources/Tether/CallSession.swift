@@ -572,7 +572,7 @@ public actor CallSession {
         parameters.direction = offerDirection
         parameters.opusPayloadType = negotiated.opusPayloadType
         parameters.telephoneEvents = negotiated.receivableTelephoneEvents
-        if let red = negotiated.redundantAudio { parameters.redundantAudioPayloadType = red.payloadType }
+        parameters.redundantAudioPayloadType = negotiated.redundantAudio?.payloadType
         return parameters
     }
 
@@ -848,10 +848,11 @@ public actor CallSession {
                 ? Double(configuration.jitterBufferTargetMilliseconds) : c.jitterBufferTargetMilliseconds,
             framesInsertedForDelay: c.framesInsertedForDelay, framesDroppedForDelay: c.framesDroppedForDelay,
             framesDecoded: c.framesDecoded, framesConcealed: c.framesConcealed, framesRecoveredByFEC: c.framesRecoveredByFEC,
+            framesRecoveredByRedundancy: c.framesRecoveredByRedundancy,
             latePackets: c.latePackets, captureOverruns: source.overruns, playbackUnderruns: sink.underruns,
             encoderExpectedLossPercent: c.encoderExpectedLossPercent, encoderInBandFEC: c.encoderInBandFEC,
-            encoderAdaptations: c.encoderAdaptations, sendsRedundantCopies: c.encoderRedundancy,
-            redundantCopiesSent: c.redundantCopiesSent,
+            encoderAdaptations: c.encoderAdaptations, sendsRedundantAudio: c.encoderRedundancy,
+            redundantFramesSent: c.redundantFramesSent,
             sendBitrateBitsPerSecond: c.sendBitrateBitsPerSecond, receiveBitrateBitsPerSecond: c.receiveBitrateBitsPerSecond,
             mediaThreadScheduling: context.media?.scheduling.rawValue ?? ThreadScheduling.notStarted.rawValue,
             captureDevice: context.source?.name ?? "", captureThreadScheduling: source.scheduling.rawValue,
@@ -951,7 +952,8 @@ public actor CallSession {
                 useInbandFEC: opus.inBandFEC, useDTX: opus.discontinuousTransmission),
             ptimeMilliseconds: UInt32(opus.frameDurationMilliseconds), iceUfrag: ufrag, icePwd: pwd,
             candidates: parsed, endOfCandidates: true, crypto: crypto, dtls: dtls,
-            telephoneEvents: configuration.dtmf ? TelephoneEventFormat.defaultOffer : [])
+            telephoneEvents: configuration.dtmf ? TelephoneEventFormat.defaultOffer : [],
+            redundantAudioPayloadType: configuration.redundantAudio ? RedundantAudioFormat.defaultPayloadType : nil)
     }
 
     /// Creates the ICE transport and gathers local candidates.
@@ -1127,7 +1129,7 @@ public actor CallSession {
                     ?? 510_000,
                 peerAcceptsFEC: opus.inBandFEC && result.remoteOpusParameters.useInbandFEC != false,
                 initialExpectedLossPercent: opus.inBandFEC ? opus.expectedLossPercent : 0,
-                allowsRedundancy: configuration.redundancyUnderHeavyLoss)
+                allowsRedundancy: configuration.redundancyUnderHeavyLoss && result.redundantAudio != nil)
             opus.inBandFEC = adaptation.settings.inBandFEC
             opus.expectedLossPercent = adaptation.settings.expectedLossPercent
             let encoder = try OpusEncoder(configuration: opus)
@@ -1143,7 +1145,7 @@ public actor CallSession {
                 usesFEC: configuration.opus.inBandFEC, concealsLoss: configuration.concealsLoss,
                 rtcpIntervalSeconds: configuration.rtcpIntervalSeconds, sendsMedia: result.direction.isSending && !holdInForce,
                 lossAdaptation: adaptation, telephoneEvent: result.telephoneEvent,
-                receivableTelephoneEvents: result.receivableTelephoneEvents, voiceProcessor: voice,
+                receivableTelephoneEvents: result.receivableTelephoneEvents, redundantAudio: result.redundantAudio, voiceProcessor: voice,
                 notify: { sink.yield(.media($0)) })
         } catch let error as SRTPError {
             throw TetherError(code: .srtpSetupFailed, isTerminal: false, canRetry: false, message: "\(error)", cause: error)

@@ -84,6 +84,8 @@ public struct CallStatistics: Sendable, Equatable {
     public var framesConcealed: Int
     /// Frames rebuilt from the next packet's in-band FEC.
     public var framesRecoveredByFEC: Int
+    /// Lost frames filled in from the redundant copy a later packet carried (RFC 2198 RED).
+    public var framesRecoveredByRedundancy: Int = 0
     /// Packets that arrived after their playout time.
     public var latePackets: Int
 
@@ -99,10 +101,11 @@ public struct CallStatistics: Sendable, Equatable {
     public var encoderInBandFEC: Bool
     /// Times the encoder was reconfigured for the reported loss.
     public var encoderAdaptations: Int
-    /// Whether every packet is currently sent twice (heavy loss reported by the peer).
-    public var sendsRedundantCopies: Bool
-    /// Packets sent a second time under heavy loss (not in `packetsSent`).
-    public var redundantCopiesSent: Int
+    /// Whether each packet currently also carries the frame before it (RFC 2198 RED, negotiated
+    /// and switched on by heavy loss the peer reports).
+    public var sendsRedundantAudio: Bool
+    /// Frames sent a second time, inside the next packet's RED payload.
+    public var redundantFramesSent: Int
     /// DTMF (RFC 4733): digits sent and received, and telephone-event packets sent and received
     /// (in `packetsSent`/`packetsReceived` too).
     public var dtmfDigitsSent: Int = 0
@@ -148,12 +151,12 @@ public struct CallStatistics: Sendable, Equatable {
     /// Samples (48 kHz) played from concealment rather than decoded or rebuilt audio.
     public var concealedSamples: Int { framesConcealed * packetTimeMilliseconds * 48 }
 
-    /// Loss the listener hears, in percent: packets lost and not rebuilt from FEC, over the
-    /// packets expected.
+    /// Loss the listener hears, in percent: packets lost and not rebuilt from FEC or a redundant
+    /// copy, over the packets expected.
     public var heardLossPercent: Double {
         let expected = packetsReceived + max(0, packetsLost)
         guard expected > 0 else { return 0 }
-        return 100 * Double(max(0, packetsLost - framesRecoveredByFEC)) / Double(expected)
+        return 100 * Double(max(0, packetsLost - framesRecoveredByFEC - framesRecoveredByRedundancy)) / Double(expected)
     }
 
     /// One-way delay the call adds on the network, in the jitter buffer and in the codec, in
@@ -215,6 +218,7 @@ struct MediaCounters: BitwiseCopyable {
     var framesDecoded = 0
     var framesConcealed = 0
     var framesRecoveredByFEC = 0
+    var framesRecoveredByRedundancy = 0
     var latePackets = 0
     /// Monotonic instant of the last valid RTP or RTCP packet, 0 before any.
     var lastMediaArrivalNanoseconds: UInt64 = 0
@@ -233,7 +237,7 @@ struct MediaCounters: BitwiseCopyable {
     var encoderBitrateBitsPerSecond = 0
     var encoderAdaptations = 0
     var encoderRedundancy = false
-    var redundantCopiesSent = 0
+    var redundantFramesSent = 0
     var sendBitrateBitsPerSecond = 0
     var receiveBitrateBitsPerSecond = 0
     /// RFC 4733: digits whose events were sent, telephone-event packets sent and received,

@@ -55,6 +55,10 @@ final class MediaLoop: @unchecked Sendable {
         /// may send with (all packed by `packFormats`).
         var telephoneEvent: TelephoneEventFormat? = nil
         var receivableTelephoneEvents: [TelephoneEventFormat] = []
+        /// RFC 2198 redundant audio, when negotiated: received from the peer whenever it sends it,
+        /// sent while the loss adaptation asks for redundancy (each packet also carries the
+        /// frame before it).
+        var redundantAudio: RedundantAudioFormat? = nil
         /// Echo cancellation, noise suppression, gain control on the captured frames, with what
         /// is played as the echo reference (nil: none). Used on the media thread only.
         var voiceProcessor: VoiceProcessor? = nil
@@ -116,11 +120,15 @@ final class MediaLoop: @unchecked Sendable {
     private let pcm: UnsafeMutableBufferPointer<Int16>
     private let silence: UnsafeMutableBufferPointer<Int16>
     private let packet: UnsafeMutableRawBufferPointer
-    /// The last protected RTP packet, sent again with the next one under heavy loss.
-    private let redundantCopy: UnsafeMutableRawBufferPointer
-    private var redundantCopyLength = 0
-    /// Whether packets are sent twice (set by the loss adaptation).
-    private var sendsRedundantCopies = false
+    /// While RED is sent: this frame's Opus packet (the RED payload is built from it), and the
+    /// previous frame's, with its RTP timestamp, carried again in the next packet.
+    private let encodedFrame: UnsafeMutableRawBufferPointer
+    private let previousFrame: UnsafeMutableRawBufferPointer
+    private var previousFrameLength = 0
+    private var previousFrameTimestamp: UInt32 = 0
+    private let redundantBlock: UnsafeMutableBufferPointer<RedundantAudioPayload.Source>
+    /// Whether each packet also carries the frame before it (RED; set by the loss adaptation).
+    private var sendsRedundancy = false
     private let rtcpBuffer: UnsafeMutableRawBufferPointer
     private let rtcpWriter: RTCPCompoundWriter
     private let reportBlock: UnsafeMutableBufferPointer<RTCPReportBlock>
@@ -168,6 +176,9 @@ final class MediaLoop: @unchecked Sendable {
     private static let sentHistoryCapacity = 256
     private var sentHistoryCount = 0
 
+    /// The largest Opus packet (RFC 6716 §3.2.1).
+    static let maximumOpusPacketBytes = 1275
+
     init(_ setup: Setup) {
         self.setup = setup
         keys = SRTPContextPair(outbound: setup.outbound, inbound: setup.inbound)
@@ -187,9 +198,11 @@ final class MediaLoop: @unchecked Sendable {
         silence = .allocate(capacity: frameSamples)
         silence.initialize(repeating: 0)
         packet = .allocate(byteCount: 1500 + SRTPContext.maximumRTPTrailerBytes, alignment: 16)
-        redundantCopy = .allocate(byteCount: 1500 + SRTPContext.maximumRTPTrailerBytes, alignment: 16)
-        sendsRedundantCopies = setup.lossAdaptation.settings.redundancy
-        stats.encoderRedundancy = sendsRedundantCopies
+        encodedFrame = .allocate(byteCount: MediaLoop.maximumOpusPacketBytes, alignment: 16)
+        previousFrame = .allocate(byteCount: MediaLoop.maximumOpusPacketBytes, alignment: 16)
+        redundantBlock = .allocate(capacity: 1)
+        sendsRedundancy = setup.lossAdaptation.settings.redundancy && setup.redundantAudio != nil
+        stats.encoderRedundancy = sendsRedundancy
         rtcpBuffer = .allocate(byteCount: 1500, alignment: 16)
         sentHistory = .allocate(capacity: Self.sentHistoryCapacity)
         sentHistory.initialize(repeating: (0, 0), count: Self.sentHistoryCapacity)
@@ -215,7 +228,9 @@ final class MediaLoop: @unchecked Sendable {
         pcm.deallocate()
         silence.deallocate()
         packet.deallocate()
-        redundantCopy.deallocate()
+        encodedFrame.deallocate()
+        previousFrame.deallocate()
+        redundantBlock.deallocate()
         rtcpBuffer.deallocate()
         reportBlock.deallocate()
         sentHistory.deallocate()
@@ -427,7 +442,6 @@ final class MediaLoop: @unchecked Sendable {
             localSendFailures += 1
             return
         }
-        redundantCopyLength = 0  // audio's redundant copy is not sent beside events
         if transmit(length: length, payloadBytes: TelephoneEventPayload.length, now: now) { stats.dtmfPacketsSent += 1 }
     }
 
@@ -458,7 +472,6 @@ final class MediaLoop: @unchecked Sendable {
         keys = pair
         outbound = pair.outbound
         inbound = pair.inbound
-        redundantCopyLength = 0  // protected with the old key
         acceptsNewSource = true
     }
 
@@ -515,6 +528,7 @@ final class MediaLoop: @unchecked Sendable {
         let plain = UnsafeRawBufferPointer(rebasing: buffer[0..<length])
         let header: RTPHeader
         var isEvent = false
+        var isRedundant = false
         do throws(RTPParseError) {
             header = try RTPHeader.parse(plain)
             if acceptsNewSource {
@@ -523,7 +537,8 @@ final class MediaLoop: @unchecked Sendable {
             }
             isEvent = dtmfReceiver != nil
                 && (header.payloadType == telephoneEventPayloadType || (alternateDTMFReceiver != nil && header.payloadType == alternateEventPayloadType))
-            try header.validate(expectedPayloadType: isEvent ? header.payloadType : setup.payloadType, expectedSSRC: remoteSSRC)
+            isRedundant = !isEvent && setup.redundantAudio?.payloadType == header.payloadType
+            try header.validate(expectedPayloadType: isEvent || isRedundant ? header.payloadType : setup.payloadType, expectedSSRC: remoteSSRC)
         } catch {
             stats.malformedPackets += 1
             return
@@ -560,10 +575,55 @@ final class MediaLoop: @unchecked Sendable {
             forwardReceivedDigits()
             return
         }
+        if isRedundant {
+            insertRedundantAudio(payload, header: header, arrivalNanoseconds: arrivalNanoseconds)
+            return
+        }
         let outcome = jitterBuffer.insert(
             sequenceNumber: header.sequenceNumber, rtpTimestamp: header.timestamp, payload: payload,
             arrivalNanoseconds: arrivalNanoseconds)
         if outcome == .late { stats.latePackets += 1 }
+    }
+
+    /// An RFC 2198 RED payload: its primary goes to the jitter buffer as the packet's own frame,
+    /// then each redundant Opus block fills the hole of the frame it copies, if there is one. A
+    /// block's sequence number is the packet's minus the frames between them (its timestamp
+    /// offset over its own duration: one packet per frame, as RED senders send). A payload that is
+    /// not RED, or whose primary is not our Opus, is malformed and dropped whole; blocks of
+    /// another payload type, or whose offset is not a whole number of their frames, are skipped.
+    private func insertRedundantAudio(_ payload: UnsafeRawBufferPointer, header: RTPHeader, arrivalNanoseconds: UInt64) {
+        let red: RedundantAudioPayload
+        do throws(RedundantAudioPayload.ParseError) {
+            red = try RedundantAudioPayload(parsing: payload)
+        } catch {
+            stats.malformedPackets += 1
+            return
+        }
+        guard red.primary.payloadType == setup.payloadType else {
+            stats.malformedPackets += 1
+            return
+        }
+        if !red.primary.range.isEmpty {
+            let outcome = jitterBuffer.insert(
+                sequenceNumber: header.sequenceNumber, rtpTimestamp: header.timestamp,
+                payload: UnsafeRawBufferPointer(rebasing: payload[red.primary.range]), arrivalNanoseconds: arrivalNanoseconds)
+            if outcome == .late { stats.latePackets += 1 }
+        }
+        for index in 0..<red.redundantCount {
+            let block = red.redundant(index)
+            let bytes = UnsafeRawBufferPointer(rebasing: payload[block.range])
+            guard block.payloadType == setup.payloadType, block.timestampOffset > 0,
+                let samples = OpusPacket.sampleCount(of: bytes), Int(block.timestampOffset) % samples == 0
+            else { continue }
+            let back = Int(block.timestampOffset) / samples
+            guard back <= RedundantAudioPayload.maximumRedundantBlocks * 2 else { continue }
+            if jitterBuffer.insertRedundant(
+                sequenceNumber: header.sequenceNumber &- UInt16(back), rtpTimestamp: header.timestamp &- block.timestampOffset,
+                payload: bytes, arrivalNanoseconds: arrivalNanoseconds)
+            {
+                stats.framesRecoveredByRedundancy += 1
+            }
+        }
     }
 
     private func handleRTCP(_ buffer: UnsafeMutableRawBufferPointer, arrivalNanoseconds: UInt64) {
@@ -615,9 +675,8 @@ final class MediaLoop: @unchecked Sendable {
             return
         }
         stats.encoderExpectedLossPercent = settings.expectedLossPercent
-        sendsRedundantCopies = settings.redundancy
-        stats.encoderRedundancy = settings.redundancy
-        if !settings.redundancy { redundantCopyLength = 0 }
+        sendsRedundancy = settings.redundancy && setup.redundantAudio != nil
+        stats.encoderRedundancy = sendsRedundancy
         stats.encoderInBandFEC = settings.inBandFEC
         stats.encoderBitrateBitsPerSecond = settings.bitrateBitsPerSecond
         stats.encoderAdaptations += 1
@@ -730,23 +789,32 @@ final class MediaLoop: @unchecked Sendable {
             lastFrameWasDTX = true
             return
         }
-        let payloadBytes: Int
+        // With RED the frame is encoded aside and the payload built around it; otherwise straight
+        // into the packet.
+        let red = sendsRedundancy ? setup.redundantAudio : nil
+        let encodeInto = red == nil
+            ? UnsafeMutableRawBufferPointer(rebasing: packet[header..<(header + Self.maximumOpusPacketBytes)]) : encodedFrame
+        let opusBytes: Int
         do throws(OpusCodecError) {
-            payloadBytes = try setup.encoder.encode(
-                UnsafePointer(pcm.baseAddress!),
-                into: UnsafeMutableRawBufferPointer(rebasing: packet[header..<(header + 1275)]))
+            opusBytes = try setup.encoder.encode(UnsafePointer(pcm.baseAddress!), into: encodeInto)
         } catch {
             rtpTimestamp &+= UInt32(frameSamples)
             return
         }
         // A 1–2 byte Opus packet is a DTX frame: nothing to send this period.
-        if payloadBytes <= 2 && setup.encoder.configuration.discontinuousTransmission {
+        if opusBytes <= 2 && setup.encoder.configuration.discontinuousTransmission {
             lastFrameWasDTX = true
             rtpTimestamp &+= UInt32(frameSamples)
             return
         }
+        var payloadType = setup.payloadType
+        var payloadBytes = opusBytes
+        if let red {
+            payloadBytes = redundantPayload(red, opusBytes: opusBytes, into: UnsafeMutableRawBufferPointer(rebasing: packet[header..<1500]))
+            payloadType = red.payloadType
+        }
         let h = RTPHeader(
-            marker: lastFrameWasDTX, payloadType: setup.payloadType, sequenceNumber: sequenceNumber,
+            marker: lastFrameWasDTX, payloadType: payloadType, sequenceNumber: sequenceNumber,
             timestamp: rtpTimestamp, ssrc: localSSRC)
         _ = h.write(to: packet)
         lastFrameWasDTX = false
@@ -757,18 +825,36 @@ final class MediaLoop: @unchecked Sendable {
             localSendFailures += 1
             return
         }
-        if sendsRedundantCopies && redundantCopyLength > 0 {
-            // The previous packet again, 20 ms after it (a short loss burst rarely takes both).
-            if setup.transport.send(UnsafeRawBufferPointer(rebasing: redundantCopy[0..<redundantCopyLength])).isAccepted {
-                stats.redundantCopiesSent += 1
-            }
-        }
         _ = transmit(length: length, payloadBytes: payloadBytes, now: now)
-        if sendsRedundantCopies {
-            redundantCopy.baseAddress!.copyMemory(from: packet.baseAddress!, byteCount: length)
-            redundantCopyLength = length
-        }
         rtpTimestamp &+= UInt32(frameSamples)
+    }
+
+    /// Writes the RED payload for the frame in `encodedFrame` into `out`: the previous frame as a
+    /// redundant block when it was the frame just before this one (not across a DTX pause, an
+    /// event or a gap), then this one; remembers this frame for the next packet. Returns the
+    /// payload's length (a payload with this frame alone when the block cannot be described).
+    private func redundantPayload(_ red: RedundantAudioFormat, opusBytes: Int, into out: UnsafeMutableRawBufferPointer) -> Int {
+        let primary = UnsafeRawBufferPointer(rebasing: encodedFrame[0..<opusBytes])
+        var blocks = 0
+        if previousFrameLength > 0, rtpTimestamp &- previousFrameTimestamp == UInt32(frameSamples) {
+            redundantBlock[0] = RedundantAudioPayload.Source(
+                payloadType: red.blockPayloadType, timestampOffset: UInt32(frameSamples),
+                bytes: UnsafeRawBufferPointer(rebasing: previousFrame[0..<previousFrameLength]))
+            blocks = 1
+        }
+        var written = RedundantAudioPayload.write(
+            primaryPayloadType: red.blockPayloadType, primary: primary,
+            redundant: UnsafeBufferPointer(rebasing: redundantBlock[0..<blocks]), into: out)
+        if written != nil && blocks > 0 { stats.redundantFramesSent += 1 }
+        if written == nil {
+            written = RedundantAudioPayload.write(
+                primaryPayloadType: red.blockPayloadType, primary: primary, redundant: UnsafeBufferPointer(rebasing: redundantBlock[0..<0]),
+                into: out)
+        }
+        previousFrame.copyMemory(from: primary)
+        previousFrameLength = opusBytes
+        previousFrameTimestamp = rtpTimestamp
+        return written ?? 0
     }
 
     /// Hands the protected RTP packet in `packet` to the transport and moves the sender state on

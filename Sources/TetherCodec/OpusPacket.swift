@@ -28,6 +28,32 @@ public enum OpusPacket {
         packet.count > 0 ? packet[0] : nil
     }
 
+    /// The audio a packet holds, in 48 kHz samples (RFC 6716 §3.1: the TOC's frame duration
+    /// times the frame count), or nil for an empty or malformed packet (no count byte, a count of
+    /// zero, or over 120 ms).
+    public static func sampleCount(of packet: UnsafeRawBufferPointer) -> Int? {
+        guard let toc = firstByte(packet) else { return nil }
+        let config = Int(toc >> 3)
+        // Frame duration in units of 2.5 ms (120 samples).
+        let units: Int
+        switch mode(toc: toc) {
+        case .silk: units = config & 3 == 3 ? 24 : 4 << (config & 3)  // 10, 20, 40, 60 ms (no array: per packet)
+        case .hybrid: units = config & 1 == 0 ? 4 : 8  // 10, 20 ms
+        case .celt: units = 1 << (config & 3)  // 2.5, 5, 10, 20 ms
+        }
+        let frames: Int
+        switch toc & 0x03 {
+        case 0: frames = 1
+        case 1, 2: frames = 2
+        default:
+            guard packet.count > 1 else { return nil }
+            frames = Int(packet[1] & 0x3F)
+        }
+        let samples = frames * units * 120
+        guard frames > 0, samples <= 5760 else { return nil }
+        return samples
+    }
+
     /// Whether the packet's first frame carries LBRR data (in-band FEC for the frame before it):
     /// the SILK header's LBRR flag of the mid channel, or of the side channel for stereo.
     /// False for CELT-only packets, for malformed packets and for empty (DTX) frames.

@@ -46,8 +46,9 @@ enum StatisticsJSON {
         o["fecEnabled"] = s.encoderInBandFEC
         o["fecExpectedLossPercent"] = s.encoderExpectedLossPercent
         o["encoderAdaptations"] = s.encoderAdaptations
-        o["sendsRedundantCopies"] = s.sendsRedundantCopies
-        o["redundantCopiesSent"] = s.redundantCopiesSent
+        o["sendsRedundantAudio"] = s.sendsRedundantAudio
+        o["redundantFramesSent"] = s.redundantFramesSent
+        o["framesRecoveredByRedundancy"] = s.framesRecoveredByRedundancy
         o["sendBitrate"] = s.sendBitrateBitsPerSecond
         o["receiveBitrate"] = s.receiveBitrateBitsPerSecond
         return o

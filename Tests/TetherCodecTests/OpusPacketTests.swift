@@ -57,6 +57,23 @@ struct OpusPacketTests {
         #expect(mode == .silk || mode == .hybrid)
     }
 
+    /// The duration read from the TOC agrees with libopus's own count, for every frame size the
+    /// encoder makes; an empty packet and a code-3 packet without its count byte have none.
+    @Test(arguments: [10, 20, 40, 60])
+    func theSampleCountIsTheEncodersFrame(frameMilliseconds: Int) throws {
+        for bitrate in [12_000, 32_000, 96_000] {  // SILK, hybrid and CELT modes
+            var configuration = OpusConfiguration(frameDurationMilliseconds: frameMilliseconds)
+            configuration.bitrateBitsPerSecond = bitrate
+            for packet in try encodedPackets(configuration, frames: 5) {
+                #expect(packet.withUnsafeBytes { OpusPacket.sampleCount(of: $0) } == frameMilliseconds * 48)
+            }
+        }
+        #expect([UInt8]().withUnsafeBytes { OpusPacket.sampleCount(of: $0) } == nil)
+        #expect([UInt8]([0x03]).withUnsafeBytes { OpusPacket.sampleCount(of: $0) } == nil)
+        #expect([UInt8]([0x03, 0x00]).withUnsafeBytes { OpusPacket.sampleCount(of: $0) } == nil)  // zero frames
+        #expect([UInt8]([0xFB, 0x31]).withUnsafeBytes { OpusPacket.sampleCount(of: $0) } == nil)  // 49 × 20 ms
+    }
+
     /// libopus itself says which packets hold LBRR: rebuilding a lost frame from a packet without
     /// it is plain concealment (the same samples), from a packet with it is not.
     @Test func theFlagAgreesWithWhatTheDecoderDoesWithThePacket() throws {

@@ -24,10 +24,10 @@ final class RelayedCall: Sendable {
 
     /// - Parameters:
     ///   - configure: applied to both sides' configurations.
-    ///   - configureA: applied to A's alone, after `configure`.
+    ///   - configureA: applied to A's alone, after `configure`; `configureB` to B's.
     init(
         policy: ReconnectionPolicy = ReconnectionPolicy(), configure: (inout CallConfiguration) -> Void = { _ in },
-        configureA: (inout CallConfiguration) -> Void = { _ in }
+        configureA: (inout CallConfiguration) -> Void = { _ in }, configureB: (inout CallConfiguration) -> Void = { _ in }
     ) throws {
         relay = try UDPImpairmentRelay()
         var ca = CallConfiguration(
@@ -39,6 +39,7 @@ final class RelayedCall: Sendable {
         configure(&ca)
         configure(&cb)
         configureA(&ca)
+        configureB(&cb)
         a = try CallSession(configuration: ca)
         b = try CallSession(configuration: cb)
         let log = self.log
@@ -144,51 +145,74 @@ struct OutageTests {
         await call.end()
     }
 
-    /// Under heavy loss every packet also goes a second time, 20 ms later: the receiver loses
-    /// only what both copies lost, and drops the second copy as a duplicate before SRTP.
-    @Test func heavyLossSendsEveryPacketTwice() async throws {
+    /// Under heavy loss each packet also carries the frame before it (RFC 2198 RED, negotiated
+    /// between two Tethers): a frame is lost only when its packet and the next both are. No
+    /// packet is sent twice: the receiver sees no duplicates, SRTP no replays.
+    @Test func heavyLossSendsTheFrameBeforeInEachPacket() async throws {
         let call = try RelayedCall()
         try await call.start()
         #expect(await call.when("A", enters: "established", timeoutSeconds: 5) != nil)
         call.relay.updateImpairments { $0.lossPercent = 25 }
-        var copying = false
-        for _ in 0..<400 {  // allow 10 s for the reports
-            if call.a.statistics().sendsRedundantCopies {
-                copying = true
+        var redundant = false
+        for _ in 0..<1200 {  // allow 30 s for the reports' average to reach 15 % (about 9 s at 25 %)
+            if call.a.statistics().sendsRedundantAudio {
+                redundant = true
                 break
             }
             try await Task.sleep(for: .milliseconds(25))
         }
-        #expect(copying)
+        #expect(redundant)
         // Counted over a window closed by what happened, not by the clock: until the relay has
-        // dropped 100 RTP datagrams (about 4 s at 50 packets a second, twice, 25 % dropped).
-        let before = (b: call.b.statistics(), relay: call.relay.statistics().aToB, copies: call.a.statistics().redundantCopiesSent)
-        let windowClosed = await waitUntil(timeoutSeconds: 30) {
+        // dropped 100 RTP datagrams (about 8 s at 50 packets a second, 25 % dropped).
+        let before = (b: call.b.statistics(), relay: call.relay.statistics().aToB, a: call.a.statistics())
+        let windowClosed = await waitUntil(timeoutSeconds: 40) {
             call.relay.statistics().aToB.rtpDroppedByLoss - before.relay.rtpDroppedByLoss >= 100
         }
         try #require(windowClosed)
         let b = call.b.statistics()
         let relay = call.relay.statistics().aToB
         let a = call.a.statistics()
-        let copies = a.redundantCopiesSent - before.copies
-        #expect(a.sendsRedundantCopies && copies >= 100, "\(copies) copies sent while 100 datagrams were dropped")
-        #expect(a.targetBitrateBitsPerSecond == 40_000)  // the base + 25 %, twice on the wire
+        let sent = a.packetsSent - before.a.packetsSent
+        let carried = a.redundantFramesSent - before.a.redundantFramesSent
+        #expect(a.sendsRedundantAudio && carried * 10 >= sent * 9, "\(carried) frames carried again in \(sent) packets")
+        #expect(a.targetBitrateBitsPerSecond == 40_000)  // the base + 25 %
         let dropped = Int(relay.rtpDroppedByLoss - before.relay.rtpDroppedByLoss)
         let lost = b.packetsLost - before.b.packetsLost
-        // 25 % of the datagrams dropped; a packet is lost only when both copies were (~6 %).
-        #expect(lost * 2 < dropped, "B lost \(lost) packets of the \(dropped) datagrams the relay dropped")
-        // Both copies of a packet arrive 56 % of the time while 0.5 datagrams per packet are
-        // dropped: about 1.1 duplicates per dropped datagram (half that is 8 standard deviations
-        // away); without copies there would be none.
-        let duplicates = b.duplicatePackets - before.b.duplicatePackets
-        #expect(duplicates * 2 >= dropped, "B saw \(duplicates) duplicates while the relay dropped \(dropped)")
-        #expect(b.srtpReplayFailures == 0)  // copies never reach SRTP's replay check
+        let recovered = b.framesRecoveredByRedundancy - before.b.framesRecoveredByRedundancy
+        // A dropped packet's frame comes back when the next packet arrives (75 % of the time).
+        #expect(recovered * 2 >= lost, "B recovered \(recovered) frames of the \(lost) packets lost (\(dropped) dropped)")
+        let rebuilt = b.framesRecoveredByFEC - before.b.framesRecoveredByFEC
+        print("heavy loss (25 %): \(sent) packets, \(carried) with the frame before; relay dropped \(dropped); B lost \(lost), recovered \(recovered) from RED and \(rebuilt) from FEC")
+        // What the listener hears lost: under half of what the path lost (about a quarter).
+        #expect(2 * (lost - recovered - rebuilt) < lost, "lost \(lost), recovered from RED \(recovered), from FEC \(rebuilt)")
+        #expect(b.duplicatePackets == before.b.duplicatePackets)  // nothing sent twice
+        #expect(b.srtpReplayFailures == 0)
+        call.relay.updateImpairments { $0.lossPercent = 0 }
+        await call.end()
+    }
+
+    /// A peer without RED (as baresip and most SIP phones): under the same heavy loss nothing is
+    /// sent twice — its SRTP sees no replays, its receiver no duplicates (a plain second copy
+    /// made baresip log a decrypt failure per packet).
+    @Test func aPeerWithoutRedGetsNothingTwice() async throws {
+        let call = try RelayedCall(configureB: { $0.redundantAudio = false })
+        try await call.start()
+        #expect(await call.when("A", enters: "established", timeoutSeconds: 5) != nil)
+        call.relay.updateImpairments { $0.lossPercent = 25 }
+        // Long enough for the sustained loss to pass 15 % twice over (about 9 reports).
+        let before = call.relay.statistics().aToB
+        #expect(await waitUntil(timeoutSeconds: 60) { call.relay.statistics().aToB.rtpDroppedByLoss - before.rtpDroppedByLoss >= 250 })
+        let a = call.a.statistics()
+        let b = call.b.statistics()
+        #expect(a.encoderInBandFEC && a.encoderExpectedLossPercent >= 15)  // the loss was seen
+        #expect(!a.sendsRedundantAudio && a.redundantFramesSent == 0)
+        #expect(b.duplicatePackets == 0 && b.srtpReplayFailures == 0)
         call.relay.updateImpairments { $0.lossPercent = 0 }
         await call.end()
     }
 
     @Test func statisticsAgreeWithWhatTheRelayDropped() async throws {
-        // Copies under heavy loss would make "lost" differ from "dropped" by design; off here.
+        // Redundancy under heavy loss would fill holes beside FEC; off here.
         // A speaks a voiced signal, so its packets carry LBRR once FEC is on.
         let call = try RelayedCall(
             configure: { $0.redundancyUnderHeavyLoss = false },

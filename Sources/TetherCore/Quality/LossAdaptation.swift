@@ -18,15 +18,16 @@ import Glibc
 ///   2.0, 2.4 and 2.6. Voice at 64 kb/s is still small next to what a lossy link usually carries,
 ///   but where loss comes from congestion the extra rate adds to it: cap it with the peer's
 ///   `maxaveragebitrate` (or `maximumBitrateIncrease`).
-/// - Heavy loss (`redundancyOnPercent`, 15 %, until it falls under `redundancyOffPercent`, 8 %),
-///   when allowed: every packet is also sent a second time, 20 ms later, with the next one (the
-///   same SRTP packet; receivers drop whichever copy comes second as a duplicate). One lost
-///   copy then costs nothing, so at 20 % independent loss about 4 % is left for FEC and
-///   concealment. The bitrate then is the base plus `redundantBitrateIncrease` (a quarter): twice
-///   that on the wire, 80 kb/s from 32, against 64 for FEC alone. The peer's reports then count
-///   a packet lost only when both copies were: the path's own loss is estimated as the square
-///   root of the reported fraction (independent copies; bursts make the estimate higher, which
-///   keeps the copies on).
+/// - Heavy loss, when allowed (RFC 2198 RED negotiated): each packet also carries the frame
+///   before it, so a frame is lost only when its packet and the next both are (at 20 %
+///   independent loss about 4 % is left for FEC and concealment). The bitrate then is the base
+///   plus `redundantBitrateIncrease` (a quarter): about twice that in the payload, 80 kb/s from
+///   32, against 64 for FEC alone. It switches on when the *sustained* loss reaches
+///   `redundancyOnPercent` (15 %) and off under `redundancyOffPercent` (8 %): the estimate it
+///   reads is a moving average of the reports (each report weighs `redundancySmoothing`, a
+///   tenth: 13 one-second reports of 20 % switch it on, 9 of 25 %), not the fast-rising one FEC follows — one-second reports at a nominal 10 % loss
+///   often read 15 %, and one of them must not double the bitrate. RED packets are packets of
+///   their own, so the reports go on counting the path's loss.
 public struct LossAdaptation: Sendable, Equatable {
     public struct Settings: Sendable, Equatable {
         public var expectedLossPercent: Int
@@ -57,9 +58,13 @@ public struct LossAdaptation: Sendable, Equatable {
     public var redundancyOnPercent = 15
     public var redundancyOffPercent = 8
     public var redundantBitrateIncrease = 0.25
+    /// The weight of each report in the sustained-loss average that switches redundancy.
+    public var redundancySmoothing = 0.1
 
-    /// The current loss estimate, 0…1.
+    /// The current loss estimate, 0…1 (FEC's: rises at once, decays slowly).
     public private(set) var lossEstimate = 0.0
+    /// The sustained loss, 0…1: the reports' moving average (redundancy's).
+    public private(set) var sustainedLoss = 0.0
     /// What the encoder should use now.
     public private(set) var settings: Settings
     private var lastReport: MonotonicInstant?
@@ -80,8 +85,8 @@ public struct LossAdaptation: Sendable, Equatable {
     /// Takes a report's fraction lost (0…1, RTCP's 8-bit value / 256). Returns the new settings
     /// when they changed, `nil` otherwise.
     public mutating func reportReceived(fractionLost: Double, now: MonotonicInstant) -> Settings? {
-        var reported = min(1, max(0, fractionLost))
-        if settings.redundancy { reported = reported.squareRoot() }  // both copies lost: p²
+        let reported = min(1, max(0, fractionLost))
+        sustainedLoss += (reported - sustainedLoss) * redundancySmoothing
         if let lastReport, now > lastReport {
             let elapsed = Double(now.nanoseconds - lastReport.nanoseconds) / 1e9
             lossEstimate *= pow(0.5, elapsed / decayHalfLifeSeconds)
@@ -100,8 +105,8 @@ public struct LossAdaptation: Sendable, Equatable {
     }
 
     private func target(expectedLossPercent: Int) -> Settings {
-        let redundancy = allowsRedundancy
-            && expectedLossPercent >= (settings.redundancy ? redundancyOffPercent : redundancyOnPercent)
+        let sustained = Int((sustainedLoss * 100).rounded())
+        let redundancy = allowsRedundancy && sustained >= (settings.redundancy ? redundancyOffPercent : redundancyOnPercent)
         let increase = redundancy
             ? redundantBitrateIncrease
             : min(maximumBitrateIncrease, bitrateIncreasePerLoss * Double(expectedLossPercent) / 100)
