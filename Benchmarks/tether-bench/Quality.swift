@@ -54,7 +54,7 @@ struct QualityBench: AsyncParsableCommand {
 
         func configure(_ c: inout CallConfiguration) {
             c.opus.inBandFEC = self == .fecAndConcealment
-            c.redundancyUnderHeavyLoss = self == .fecAndConcealment
+            c.redundancy = self == .fecAndConcealment ? .underHeavyLoss : .off
             c.concealsLoss = self != .none
         }
     }

@@ -44,11 +44,21 @@ public struct CallConfiguration: Sendable {
     /// noise, the default) or played as silence (only for comparisons such as the quality bench).
     /// Whether FEC is sent and used at all is `opus.inBandFEC`.
     public var concealsLoss: Bool = true
-    /// Whether, under heavy loss reported by the peer (a sustained 15 % or more, until under 8 %),
-    /// each packet also carries the frame before it as RFC 2198 redundant audio, when the peer
-    /// negotiated RED (see `LossAdaptation`): about twice the payload (80 kb/s at the default 32),
-    /// most of the loss gone. Without RED nothing is sent twice.
-    public var redundancyUnderHeavyLoss: Bool = true
+    /// When each packet also carries the frame before it as RFC 2198 redundant audio (only with
+    /// a peer that negotiated RED; without it nothing is ever sent twice).
+    public enum Redundancy: String, Sendable, CaseIterable {
+        /// Never (RED the peer sends is still received).
+        case off
+        /// Under heavy loss reported by the peer (a sustained 15 % or more, until under 8 %; see
+        /// `LossAdaptation`): about twice the payload (80 kb/s at the default 32), most of the
+        /// loss gone.
+        case underHeavyLoss = "heavy-loss"
+        /// From the first packet, whatever the loss (as Chromium does when RED is its first codec).
+        case always
+    }
+
+    /// When RED is sent (the default: under heavy loss).
+    public var redundancy: Redundancy = .underHeavyLoss
     /// Time from negotiation to the first decoded media before the call fails, in seconds.
     public var connectTimeoutSeconds: Double
     /// Mean interval between RTCP reports, in seconds (randomised ±50 % per RFC 3550). The
@@ -84,7 +94,7 @@ public struct CallConfiguration: Sendable {
     public var dtmf: Bool = true
     /// Whether RFC 2198 redundant audio (`red/48000/2` over Opus) is offered and accepted: RED the
     /// peer sends is always received (its copies fill lost frames); RED is sent only under heavy
-    /// loss (`redundancyUnderHeavyLoss`). Off, or with a peer that has no RED (baresip, most SIP
+    /// loss (`redundancy`). Off, or with a peer that has no RED (baresip, most SIP
     /// phones), nothing is ever sent twice.
     public var redundantAudio: Bool = true
 

@@ -848,7 +848,7 @@ public actor CallSession {
                 ? Double(configuration.jitterBufferTargetMilliseconds) : c.jitterBufferTargetMilliseconds,
             framesInsertedForDelay: c.framesInsertedForDelay, framesDroppedForDelay: c.framesDroppedForDelay,
             framesDecoded: c.framesDecoded, framesConcealed: c.framesConcealed, framesRecoveredByFEC: c.framesRecoveredByFEC,
-            framesRecoveredByRedundancy: c.framesRecoveredByRedundancy,
+            framesRecoveredByRedundancy: c.framesRecoveredByRedundancy, redundantAudioPacketsReceived: c.redundantAudioPacketsReceived,
             latePackets: c.latePackets, captureOverruns: source.overruns, playbackUnderruns: sink.underruns,
             encoderExpectedLossPercent: c.encoderExpectedLossPercent, encoderInBandFEC: c.encoderInBandFEC,
             encoderAdaptations: c.encoderAdaptations, sendsRedundantAudio: c.encoderRedundancy,
@@ -953,7 +953,8 @@ public actor CallSession {
             ptimeMilliseconds: UInt32(opus.frameDurationMilliseconds), iceUfrag: ufrag, icePwd: pwd,
             candidates: parsed, endOfCandidates: true, crypto: crypto, dtls: dtls,
             telephoneEvents: configuration.dtmf ? TelephoneEventFormat.defaultOffer : [],
-            redundantAudioPayloadType: configuration.redundantAudio ? RedundantAudioFormat.defaultPayloadType : nil)
+            redundantAudioPayloadType: configuration.redundantAudio ? RedundantAudioFormat.defaultPayloadType : nil,
+            prefersRedundantAudio: configuration.redundancy == .always)
     }
 
     /// Creates the ICE transport and gathers local candidates.
@@ -1129,7 +1130,8 @@ public actor CallSession {
                     ?? 510_000,
                 peerAcceptsFEC: opus.inBandFEC && result.remoteOpusParameters.useInbandFEC != false,
                 initialExpectedLossPercent: opus.inBandFEC ? opus.expectedLossPercent : 0,
-                allowsRedundancy: configuration.redundancyUnderHeavyLoss && result.redundantAudio != nil)
+                allowsRedundancy: configuration.redundancy != .off && result.redundantAudio != nil,
+                alwaysRedundant: configuration.redundancy == .always)
             opus.inBandFEC = adaptation.settings.inBandFEC
             opus.expectedLossPercent = adaptation.settings.expectedLossPercent
             let encoder = try OpusEncoder(configuration: opus)

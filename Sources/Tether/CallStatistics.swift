@@ -86,6 +86,8 @@ public struct CallStatistics: Sendable, Equatable {
     public var framesRecoveredByFEC: Int
     /// Lost frames filled in from the redundant copy a later packet carried (RFC 2198 RED).
     public var framesRecoveredByRedundancy: Int = 0
+    /// RED packets received (in `packetsReceived` too).
+    public var redundantAudioPacketsReceived: Int = 0
     /// Packets that arrived after their playout time.
     public var latePackets: Int
 
@@ -219,6 +221,7 @@ struct MediaCounters: BitwiseCopyable {
     var framesConcealed = 0
     var framesRecoveredByFEC = 0
     var framesRecoveredByRedundancy = 0
+    var redundantAudioPacketsReceived = 0
     var latePackets = 0
     /// Monotonic instant of the last valid RTP or RTCP packet, 0 before any.
     var lastMediaArrivalNanoseconds: UInt64 = 0

@@ -603,6 +603,7 @@ final class MediaLoop: @unchecked Sendable {
             stats.malformedPackets += 1
             return
         }
+        stats.redundantAudioPacketsReceived += 1
         if !red.primary.range.isEmpty {
             let outcome = jitterBuffer.insert(
                 sequenceNumber: header.sequenceNumber, rtpTimestamp: header.timestamp,

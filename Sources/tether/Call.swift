@@ -51,6 +51,9 @@ struct Call: AsyncParsableCommand {
     @Option(help: "How an offer keys SRTP: sdes (a=crypto), dtls (DTLS-SRTP, what browsers need) or both. An answer follows the offer.")
     var keying: CallConfiguration.Keying = .sdes
 
+    @Option(help: "When each packet also carries the frame before it (RFC 2198 RED, with a peer that negotiated it): off, heavy-loss (a sustained 15 % reported) or always.")
+    var redundancy: CallConfiguration.Redundancy = .underHeavyLoss
+
     @Option(help: "Seconds without media before the call is reported disrupted.")
     var disruptionThreshold: Double = 1.0
 
@@ -132,6 +135,7 @@ struct Call: AsyncParsableCommand {
         c.voiceProcessing = voice.settings(for: c.audioSource)
         c.opus = OpusSettings(frameDurationMilliseconds: ptime)
         c.keying = keying
+        c.redundancy = redundancy
         c.localAddresses = localAddresses
         c.statisticsIntervalSeconds = statisticsInterval
         if let stun { c.stunServer = try ServerSpec.parse(stun, credentials: false) }
@@ -397,3 +401,4 @@ enum ServerSpec {
 
 extension IceServer.Transport: ExpressibleByArgument {}
 extension CallConfiguration.Keying: ExpressibleByArgument {}
+extension CallConfiguration.Redundancy: ExpressibleByArgument {}

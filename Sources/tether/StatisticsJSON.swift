@@ -49,6 +49,7 @@ enum StatisticsJSON {
         o["sendsRedundantAudio"] = s.sendsRedundantAudio
         o["redundantFramesSent"] = s.redundantFramesSent
         o["framesRecoveredByRedundancy"] = s.framesRecoveredByRedundancy
+        o["redundantAudioPacketsReceived"] = s.redundantAudioPacketsReceived
         o["sendBitrate"] = s.sendBitrateBitsPerSecond
         o["receiveBitrate"] = s.receiveBitrateBitsPerSecond
         return o

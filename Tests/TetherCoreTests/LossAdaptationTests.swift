@@ -105,6 +105,27 @@ struct LossAdaptationTests {
         #expect(a.settings.inBandFEC)
     }
 
+    /// `always`: redundancy from the start at the base bitrate; heavy loss then sets the heavy
+    /// loss bitrate (base + 25 %), and its end the FEC rule's again, redundancy staying on.
+    @Test func alwaysRedundantStartsOnAndStaysOn() {
+        var a = LossAdaptation(
+            baseBitrateBitsPerSecond: 32_000, maximumBitrateBitsPerSecond: 64_000, peerAcceptsFEC: true, allowsRedundancy: true,
+            alwaysRedundant: true)
+        #expect(a.settings == .init(expectedLossPercent: 0, inBandFEC: false, bitrateBitsPerSecond: 32_000, redundancy: true))
+        for k in 1...13 { _ = a.reportReceived(fractionLost: 0.2, now: at(Double(k))) }
+        #expect(a.heavyLoss && a.settings == .init(expectedLossPercent: 20, inBandFEC: true, bitrateBitsPerSecond: 40_000, redundancy: true))
+        for k in 14...40 { _ = a.reportReceived(fractionLost: 0, now: at(Double(k))) }
+        #expect(!a.heavyLoss && a.settings.redundancy)
+        // FEC's rule again: 5 × the expected loss (decayed by now to a few percent).
+        #expect(a.settings.bitrateBitsPerSecond == Int((32_000 * (1 + 5 * Double(a.settings.expectedLossPercent) / 100)).rounded()))
+        var off = LossAdaptation(
+            baseBitrateBitsPerSecond: 32_000, maximumBitrateBitsPerSecond: 64_000, peerAcceptsFEC: true, allowsRedundancy: false,
+            alwaysRedundant: true)
+        #expect(!off.settings.redundancy)  // not negotiated: never
+        _ = off.reportReceived(fractionLost: 0.5, now: at(1))
+        #expect(!off.settings.redundancy)
+    }
+
     @Test func copiesAreNotSentWhenNotAllowed() throws {
         var a = LossAdaptation(baseBitrateBitsPerSecond: 32_000, maximumBitrateBitsPerSecond: 64_000, peerAcceptsFEC: true)
         let change = a.reportReceived(fractionLost: 0.3, now: at(1))

@@ -52,6 +52,13 @@ struct RedundantAudioNegotiationTests {
         #expect(baresip.negotiated.redundantAudio == nil)
     }
 
+    /// An offer that prefers RED lists it first (Chromium, answering, then sends RED).
+    @Test func anOfferPreferringRedListsItFirst() throws {
+        var local = try Fixtures.localParameters()
+        local.prefersRedundantAudio = true
+        #expect(AudioOfferAnswer.makeOffer(local).media[0].formats == ["63", "111", "101", "100"])
+    }
+
     /// Our offer with RED: an answer that keeps it negotiates it; one without it, or with RED on a
     /// payload type we did not offer RED on, does not.
     @Test func theAnswersRedIsTheOneWeOffered() throws {

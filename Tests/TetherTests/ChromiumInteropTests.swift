@@ -23,7 +23,8 @@ struct ChromiumInteropTests {
     /// `tether call` (DTLS-SRTP, on 127.0.0.1) and Chromium, each line relayed to the other
     /// (Chromium's through `rewrite`, when given).
     static func call(
-        dir: String, tetherRole: String, tetherArguments: [String] = [], rewrite: (@Sendable (String) -> String)? = nil
+        dir: String, tetherRole: String, tetherArguments: [String] = [], chromiumArguments: [String] = [],
+        rewrite: (@Sendable (String) -> String)? = nil
     ) throws -> (tether: CallProcess, chromium: CallProcess) {
         let tether = try CallProcess(
             name: "tether",
@@ -31,7 +32,7 @@ struct ChromiumInteropTests {
                 + tetherArguments)
         let chromium = try CallProcess(
             name: "chromium",
-            program: ["python3", script, "--role", tetherRole == "offer" ? "answer" : "offer", "--audio", try toneFile(dir)])
+            program: ["python3", script, "--role", tetherRole == "offer" ? "answer" : "offer", "--audio", try toneFile(dir)] + chromiumArguments)
         tether.relayLines(to: chromium)
         chromium.relayLines(to: tether, rewrite: rewrite)
         return (tether, chromium)
@@ -94,6 +95,43 @@ struct ChromiumInteropTests {
         // What Tether heard is Chromium's 1 kHz.
         let samples = try WAVFile.read(path: received).samples
         #expect(samples.count > 48_000 * 3)
+        let hertz = ToneAnalysis.dominantFrequencyHertz(samples.suffix(48_000), sampleRateHertz: 48_000)
+        #expect(abs((hertz ?? 0) - 1000) < 2)
+    }
+
+    /// RFC 2198 RED both ways: Chromium sends it when RED comes first (its codec preferences when
+    /// it offers, Tether's offer when Tether does: `--redundancy always` offers RED first), Tether
+    /// sends it always; each side decodes the other's tone from the RED packets. (Chromium's
+    /// statistics name the codec inside, audio/opus, either way: the count of RED packets Tether
+    /// received is the evidence.)
+    @Test(arguments: ["offer", "answer"])
+    func redundantAudioFlowsBothWaysWithChromium(tetherRole: String) async throws {
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let received = dir + "/tether-received.wav"
+        let (tether, chromium) = try Self.call(
+            dir: dir, tetherRole: tetherRole,
+            tetherArguments: ["--input", "tone:660", "--output", "wav:" + received, "--redundancy", "always"],
+            chromiumArguments: ["--prefer-red"])
+        #expect(await tether.waitFor(state: "established", timeoutSeconds: 30) != nil)
+        #expect(await chromium.waitFor(state: "connected", timeoutSeconds: 30) != nil)
+        let report = try #require(await chromium.report(timeoutSeconds: 20) {
+            ($0["packetsReceived"] as? Int ?? 0) > 100 && abs(($0["receivedPeakHertz"] as? Double ?? 0) - 660) < 6
+        })
+        print("chromium with RED (tether \(tetherRole)s): \(report)")
+        #expect(abs((report["receivedPeakHertz"] as? Double ?? 0) - 660) < 6)
+        #expect(report["concealedSamples"] as? Int ?? 1 < 4800, "Chromium concealed \(report["concealedSamples"] ?? "?") samples")
+        #expect(await waitUntil(timeoutSeconds: 20) { (tether.lastStatistics?["packetsReceived"] as? Int ?? 0) > 150 })
+        let stats = try #require(tether.lastStatistics)
+        print("tether with RED: received \(stats["redundantAudioPacketsReceived"] ?? "?") RED packets of \(stats["packetsReceived"] ?? "?"); sent \(stats["redundantFramesSent"] ?? "?") frames again")
+        #expect((stats["redundantAudioPacketsReceived"] as? Int ?? 0) > 100)
+        #expect((stats["redundantFramesSent"] as? Int ?? 0) > 100)
+        #expect(stats["malformedPackets"] as? Int == 0)
+        tether.send("hangup")
+        #expect(await tether.waitForExit(timeoutSeconds: 10) == 0)
+        chromium.send("hangup")
+        _ = await chromium.waitForExit(timeoutSeconds: 10)
+        let samples = try WAVFile.read(path: received).samples
         let hertz = ToneAnalysis.dominantFrequencyHertz(samples.suffix(48_000), sampleRateHertz: 48_000)
         #expect(abs((hertz ?? 0) - 1000) < 2)
     }

@@ -111,7 +111,7 @@ struct OutageTests {
     /// from the next packet's FEC. (A speaks a voiced signal: for a steady tone Opus sends no LBRR.)
     @Test func reportedLossRaisesTheSendersProtectionAndFECRebuildsFrames() async throws {
         let call = try RelayedCall(
-            configure: { $0.redundancyUnderHeavyLoss = false },
+            configure: { $0.redundancy = .off },
             configureA: { $0.audioSource = WAVFileSource(path: voicedSignalWAVPath, loop: true) })
         try await call.start()
         #expect(await call.when("A", enters: "established", timeoutSeconds: 5) != nil)
@@ -215,7 +215,7 @@ struct OutageTests {
         // Redundancy under heavy loss would fill holes beside FEC; off here.
         // A speaks a voiced signal, so its packets carry LBRR once FEC is on.
         let call = try RelayedCall(
-            configure: { $0.redundancyUnderHeavyLoss = false },
+            configure: { $0.redundancy = .off },
             configureA: { $0.audioSource = WAVFileSource(path: voicedSignalWAVPath, loop: true) })
         try await call.start()
         #expect(await call.when("A", enters: "established", timeoutSeconds: 5) != nil)
@@ -262,7 +262,7 @@ struct OutageTests {
     /// loss holds no LBRR, so nothing is counted as rebuilt from FEC; every lost frame is
     /// concealed, and the loss the listener hears is the loss on the path.
     @Test func withoutFECFromThePeerNoFrameIsCountedAsRebuilt() async throws {
-        let call = try RelayedCall(configure: { $0.redundancyUnderHeavyLoss = false }, configureA: { $0.opus.inBandFEC = false })
+        let call = try RelayedCall(configure: { $0.redundancy = .off }, configureA: { $0.opus.inBandFEC = false })
         try await call.start()
         #expect(await call.when("B", enters: "established", timeoutSeconds: 5) != nil)
         call.relay.updateImpairments { $0.lossPercent = 10 }

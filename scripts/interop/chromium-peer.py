@@ -24,11 +24,18 @@ import argparse, http.server, json, os, select, shutil, socketserver, subprocess
 
 PAGE = r"""<!doctype html><html><body><script>
 let pc, analyser, ctx;
+const PREFER_RED = false;
 function log(o) { console.log(JSON.stringify(o)); }
 async function setup() {
   const stream = await navigator.mediaDevices.getUserMedia({audio: true});
   pc = new RTCPeerConnection({bundlePolicy: 'max-bundle', rtcpMuxPolicy: 'require'});
   stream.getTracks().forEach(t => pc.addTrack(t, stream));
+  if (PREFER_RED) {
+    // RED (RFC 2198) first, as an application does to have Chromium send it.
+    const codecs = RTCRtpReceiver.getCapabilities('audio').codecs;
+    const isRed = c => c.mimeType.toLowerCase() === 'audio/red';
+    pc.getTransceivers()[0].setCodecPreferences([...codecs.filter(isRed), ...codecs.filter(c => !isRed(c))]);
+  }
   pc.ontrack = e => {
     ctx = new AudioContext({sampleRate: 48000});
     const src = ctx.createMediaStreamSource(e.streams[0]);
@@ -70,8 +77,15 @@ async function report() {
   const r = await pc.getStats();
   const out = {connectionState: pc.connectionState, iceConnectionState: pc.iceConnectionState, receivedPeakHertz: peakHertz(), canInsertDTMF: canInsertDTMF()};
   r.forEach(s => {
-    if (s.type === 'inbound-rtp' && s.kind === 'audio') { out.packetsReceived = s.packetsReceived; out.packetsLost = s.packetsLost; out.totalAudioEnergy = s.totalAudioEnergy; }
-    if (s.type === 'outbound-rtp' && s.kind === 'audio') out.packetsSent = s.packetsSent;
+    if (s.type === 'inbound-rtp' && s.kind === 'audio') {
+      out.packetsReceived = s.packetsReceived; out.packetsLost = s.packetsLost; out.totalAudioEnergy = s.totalAudioEnergy;
+      out.concealedSamples = s.concealedSamples; out.totalSamplesReceived = s.totalSamplesReceived;
+      if (s.codecId && r.get(s.codecId)) out.receivedCodec = r.get(s.codecId).mimeType;
+    }
+    if (s.type === 'outbound-rtp' && s.kind === 'audio') {
+      out.packetsSent = s.packetsSent;
+      if (s.codecId && r.get(s.codecId)) out.sentCodec = r.get(s.codecId).mimeType;
+    }
     if (s.type === 'transport') { out.dtlsState = s.dtlsState; out.tlsVersion = s.tlsVersion; out.srtpCipher = s.srtpCipher; out.dtlsRole = s.dtlsRole; out.selectedCandidatePairChanges = s.selectedCandidatePairChanges; }
   });
   return JSON.stringify(out);
@@ -140,11 +154,12 @@ def main():
     p.add_argument("--audio", required=True, help="WAV file the fake microphone loops")
     p.add_argument("--chromium", default="/usr/lib/chromium/chromium")
     p.add_argument("--mdns", action="store_true", help="hide host addresses behind .local names, as browsers do by default")
+    p.add_argument("--prefer-red", action="store_true", help="put RED (RFC 2198) first in the codec preferences, so Chromium sends it")
     args = p.parse_args()
 
     folder = tempfile.mkdtemp(prefix="tether-chromium-")
     with open(os.path.join(folder, "index.html"), "w") as f:
-        f.write(PAGE)
+        f.write(PAGE.replace("const PREFER_RED = false;", f"const PREFER_RED = {'true' if args.prefer_red else 'false'};"))
     handler = lambda *a, **k: http.server.SimpleHTTPRequestHandler(*a, directory=folder, **k)
     http.server.SimpleHTTPRequestHandler.log_message = lambda *a: None
     server = socketserver.TCPServer(("127.0.0.1", 0), handler)

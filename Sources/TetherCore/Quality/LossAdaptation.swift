@@ -58,6 +58,8 @@ public struct LossAdaptation: Sendable, Equatable {
     public var redundancyOnPercent = 15
     public var redundancyOffPercent = 8
     public var redundantBitrateIncrease = 0.25
+    /// Whether redundancy is on whatever the loss (when allowed at all).
+    public var alwaysRedundant: Bool
     /// The weight of each report in the sustained-loss average that switches redundancy.
     public var redundancySmoothing = 0.1
 
@@ -65,21 +67,24 @@ public struct LossAdaptation: Sendable, Equatable {
     public private(set) var lossEstimate = 0.0
     /// The sustained loss, 0…1: the reports' moving average (redundancy's).
     public private(set) var sustainedLoss = 0.0
+    /// Whether the sustained loss counts as heavy (between the on and off thresholds: as it was).
+    public private(set) var heavyLoss = false
     /// What the encoder should use now.
     public private(set) var settings: Settings
     private var lastReport: MonotonicInstant?
 
     public init(
         baseBitrateBitsPerSecond: Int, maximumBitrateBitsPerSecond: Int, peerAcceptsFEC: Bool, initialExpectedLossPercent: Int = 0,
-        allowsRedundancy: Bool = false
+        allowsRedundancy: Bool = false, alwaysRedundant: Bool = false
     ) {
         self.allowsRedundancy = allowsRedundancy
+        self.alwaysRedundant = alwaysRedundant
         self.baseBitrateBitsPerSecond = baseBitrateBitsPerSecond
         self.maximumBitrateBitsPerSecond = max(baseBitrateBitsPerSecond, maximumBitrateBitsPerSecond)
         self.peerAcceptsFEC = peerAcceptsFEC
         lossEstimate = Double(max(0, initialExpectedLossPercent)) / 100
         settings = Settings(expectedLossPercent: 0, inBandFEC: false, bitrateBitsPerSecond: baseBitrateBitsPerSecond)
-        settings = target(expectedLossPercent: min(maximumExpectedLossPercent, max(0, initialExpectedLossPercent)))
+        settings = target(expectedLossPercent: min(maximumExpectedLossPercent, max(0, initialExpectedLossPercent)), heavy: false)
     }
 
     /// Takes a report's fraction lost (0…1, RTCP's 8-bit value / 256). Returns the new settings
@@ -95,19 +100,20 @@ public struct LossAdaptation: Sendable, Equatable {
         lossEstimate = max(lossEstimate, reported)
         let wanted = min(maximumExpectedLossPercent, Int((lossEstimate * 100).rounded()))
         let current = settings.expectedLossPercent
-        let next = target(expectedLossPercent: wanted)
-        let changes = (wanted == 0) != (current == 0) || abs(wanted - current) >= hysteresisPercent
-            || next.redundancy != settings.redundancy
+        let sustained = Int((sustainedLoss * 100).rounded())
+        let heavy = allowsRedundancy && sustained >= (heavyLoss ? redundancyOffPercent : redundancyOnPercent)
+        let next = target(expectedLossPercent: wanted, heavy: heavy)
+        let changes = (wanted == 0) != (current == 0) || abs(wanted - current) >= hysteresisPercent || heavy != heavyLoss
         guard changes else { return nil }
+        heavyLoss = heavy
         guard next != settings else { return nil }
         settings = next
         return next
     }
 
-    private func target(expectedLossPercent: Int) -> Settings {
-        let sustained = Int((sustainedLoss * 100).rounded())
-        let redundancy = allowsRedundancy && sustained >= (settings.redundancy ? redundancyOffPercent : redundancyOnPercent)
-        let increase = redundancy
+    private func target(expectedLossPercent: Int, heavy: Bool) -> Settings {
+        let redundancy = heavy || (allowsRedundancy && alwaysRedundant)
+        let increase = heavy
             ? redundantBitrateIncrease
             : min(maximumBitrateIncrease, bitrateIncreasePerLoss * Double(expectedLossPercent) / 100)
         let bitrate = min(maximumBitrateBitsPerSecond, Int((Double(baseBitrateBitsPerSecond) * (1 + increase)).rounded()))

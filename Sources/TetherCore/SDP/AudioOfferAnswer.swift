@@ -63,6 +63,9 @@ public struct LocalAudioParameters: Sendable, Equatable {
     /// Opus); answers take the offer's when its blocks are our Opus. nil: RED is neither offered
     /// nor accepted.
     public var redundantAudioPayloadType: UInt8?
+    /// Whether our offers list RED before Opus: the peer's preferred format to send with
+    /// (Chromium sends RED only when it comes first). Answers keep the offer's order.
+    public var prefersRedundantAudio: Bool = false
 
     /// Creates local parameters with Tether's defaults: Opus on PT 111 with
     /// `minptime=10;useinbandfec=1`, 20 ms ptime, full ICE, sendrecv.
@@ -77,7 +80,7 @@ public struct LocalAudioParameters: Sendable, Equatable {
         crypto: [CryptoAttribute], direction: MediaDirection = .sendrecv, mid: String? = nil,
         acceptsRemoteMKI: Bool = false, dtls: LocalDTLSParameters? = nil,
         telephoneEvents: [TelephoneEventFormat] = TelephoneEventFormat.defaultOffer,
-        redundantAudioPayloadType: UInt8? = RedundantAudioFormat.defaultPayloadType
+        redundantAudioPayloadType: UInt8? = RedundantAudioFormat.defaultPayloadType, prefersRedundantAudio: Bool = false
     ) {
         self.sessionID = sessionID
         self.sessionVersion = sessionVersion
@@ -101,6 +104,7 @@ public struct LocalAudioParameters: Sendable, Equatable {
         self.dtls = dtls
         self.telephoneEvents = telephoneEvents
         self.redundantAudioPayloadType = redundantAudioPayloadType
+        self.prefersRedundantAudio = prefersRedundantAudio
     }
 
     /// The profile our offers use for the keying they carry.
@@ -227,7 +231,7 @@ public enum AudioOfferAnswer {
             local: local, profile: local.offerProfile, payloadType: local.opusPayloadType,
             telephoneEvents: local.telephoneEvents,
             redundantAudio: local.redundantAudioPayloadType.map { RedundantAudioFormat(payloadType: $0, blockPayloadType: local.opusPayloadType) },
-            redundantAudioFirst: false, crypto: local.crypto, fingerprints: local.dtls.map { [$0.fingerprint] } ?? [],
+            redundantAudioFirst: local.prefersRedundantAudio, crypto: local.crypto, fingerprints: local.dtls.map { [$0.fingerprint] } ?? [],
             setup: local.dtls == nil ? nil : .actpass, direction: local.direction, mid: local.mid)
         var offer = session(local: local, section: section)
         if local.dtls != nil, let mid = local.mid { offer.attributes.append(SDPAttribute(name: "group", value: "BUNDLE \(mid)")) }
