@@ -246,9 +246,11 @@ struct HoldAndDTMFTests {
         let rb = EventRecorder(b)
         try await a.start()
         try await b.start()
-        // A's offer as a SIP phone would put it: Opus on 96, telephone-event only at 8000 on 101.
+        // A's offer as a SIP phone would put it: Opus on 96, telephone-event only at 8000 on 101,
+        // no RED.
         let offer = try await a.makeOffer()
-            .replacingOccurrences(of: "111 101 100", with: "96 101")
+            .replacingOccurrences(of: "111 63 101 100", with: "96 101")
+            .replacingOccurrences(of: "a=rtpmap:63 red/48000/2\r\na=fmtp:63 111/111\r\n", with: "")
             .replacingOccurrences(of: ":111 ", with: ":96 ")
             .replacingOccurrences(of: "a=rtpmap:101 telephone-event/48000\r\na=fmtp:101 0-15\r\n", with: "")
             .replacingOccurrences(of: "a=rtpmap:100 telephone-event/8000\r\na=fmtp:100 0-15", with: "a=rtpmap:101 telephone-event/8000\r\na=fmtp:101 0-15")
