@@ -18,7 +18,7 @@ struct QualityBench: AsyncParsableCommand {
             ways. Each case runs three receivers side by side on the same loss seed: FEC + \
             concealment (Tether's default), concealment only (no FEC sent or used), and no \
             recovery (a lost frame plays as silence). "Tether (all)" is the default: FEC, \
-            concealment and, from 15 % reported loss, every packet sent twice. \
+            concealment and, from a sustained 10 % reported loss, RED (each packet carries the frame before it). \
             Recordings are scored against the source \
             with P.862.2 wideband PESQ (PyPI `pesq`, Benchmarks/quality/pesq_score.py). \
             Needs espeak-ng, sox and python3 with pesq: `make quality` installs them and runs this.

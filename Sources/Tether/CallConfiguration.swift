@@ -49,7 +49,7 @@ public struct CallConfiguration: Sendable {
     public enum Redundancy: String, Sendable, CaseIterable {
         /// Never (RED the peer sends is still received).
         case off
-        /// Under heavy loss reported by the peer (a sustained 15 % or more, until under 8 %; see
+        /// Under heavy loss reported by the peer (a sustained 10 % or more, until under 5 %; see
         /// `LossAdaptation`): about twice the payload (80 kb/s at the default 32), most of the
         /// loss gone.
         case underHeavyLoss = "heavy-loss"
