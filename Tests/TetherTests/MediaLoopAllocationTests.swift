@@ -72,7 +72,7 @@ struct MediaLoopAllocationTests {
         transport: ICETransport, ring: PacketRing, worker: MediaWorker = MediaWorker(driven: true, clock: manualClock),
         send: SRTPKeyMaterial,
         receive: SRTPKeyMaterial, capture: SPSCRing<Int16>, playback: SPSCRing<Int16>, telephoneEvent: TelephoneEventFormat? = nil,
-        voice: Bool = false
+        voice: Bool = false, red: Bool = false
     ) throws -> MediaLoop {
         MediaLoop(
             MediaLoop.Setup(
@@ -82,8 +82,9 @@ struct MediaLoopAllocationTests {
                 payloadType: 111, cname: "alloc-test", jitterBufferTargetMilliseconds: 40, rtcpIntervalSeconds: 0.5,
                 lossAdaptation: LossAdaptation(
                     baseBitrateBitsPerSecond: 32_000, maximumBitrateBitsPerSecond: 64_000, peerAcceptsFEC: true,
-                    initialExpectedLossPercent: 10),
+                    initialExpectedLossPercent: 10, allowsRedundancy: red, alwaysRedundant: red),
                 telephoneEvent: telephoneEvent, receivableTelephoneEvents: telephoneEvent.map { [$0] } ?? [],
+                redundantAudio: red ? RedundantAudioFormat(payloadType: 63, blockPayloadType: 111) : nil,
                 voiceProcessor: voice ? VoiceProcessor(settings: VoiceProcessingSettings()) : nil,
                 notify: { _ in }))
     }
@@ -150,10 +151,12 @@ struct MediaLoopAllocationTests {
     /// playout, noise suppression, gain control, high-pass filter) on every frame.
     /// With `dtmf`, ten digits are sent during the counted periods: RFC 4733 events replace the
     /// audio frames (the sender, the queue hand-off), and B's receivers report the digits.
+    /// With `red`, every packet is RFC 2198 RED carrying the frame before it, and every tenth
+    /// datagram is dropped before B reads it: B fills those frames from the next packet's copy.
     @Test(
         .enabled(if: CAllocationCounter_isAvailable() == 1, "the sanitizers own malloc; counting runs in the plain build"),
-        arguments: [(false, false), (true, false), (false, true)])
-    func sendAndReceivePathsAllocateNothingOfTheirOwn(dtmf: Bool, voice: Bool) throws {
+        arguments: [(false, false, false), (true, false, false), (false, true, false), (false, false, true)])
+    func sendAndReceivePathsAllocateNothingOfTheirOwn(dtmf: Bool, voice: Bool, red: Bool) throws {
         let net = try ConnectedTransports()
         defer {
             net.a.close()
@@ -168,10 +171,11 @@ struct MediaLoopAllocationTests {
         let events = dtmf ? TelephoneEventFormat(payloadType: 101, clockRateHz: 48_000) : nil
         let loopA = try loop(
             transport: net.a, ring: net.ringA, send: keyA, receive: keyB, capture: captureA, playback: playbackA, telephoneEvent: events,
-            voice: voice)
+            voice: voice, red: red)
         let loopB = try loop(
             transport: net.b, ring: net.ringB, send: keyB, receive: keyA, capture: captureB, playback: playbackB, telephoneEvent: events,
-            voice: voice)
+            voice: voice, red: red)
+        var dropped = 0
         let frame = UnsafeMutableBufferPointer<Int16>.allocate(capacity: 960)
         defer { frame.deallocate() }
         let sink = UnsafeMutableBufferPointer<Int16>.allocate(capacity: 960)
@@ -197,6 +201,7 @@ struct MediaLoopAllocationTests {
                 let ticket = net.wakeB.prepareToWait()
                 if net.ringB.count > 0 || !net.wakeB.wait(ticket, untilMonotonicNanoseconds: deadline) { break }
             }
+            if red && i % 10 == 5, net.ringB.pop({ _, _ in }) != nil { dropped += 1 }  // lost on the way
             loopB.processOnce(now: advanceManualClock(byNanoseconds: 1_000_000))
             _ = playbackB.read(into: sink)
         }
@@ -217,6 +222,7 @@ struct MediaLoopAllocationTests {
         loopA.publish()
         loopB.publish()
         let before = loopB.counters.read()
+        let droppedBefore = dropped
         let sentBefore = loopA.counters.read().packetsSent
         let rtcpBefore = (a: loopA.counters.read(), b: loopB.counters.read())
         if dtmf { queue("0123456789") }
@@ -230,8 +236,15 @@ struct MediaLoopAllocationTests {
         let received = after.packetsReceived - before.packetsReceived
         let decoded = after.framesDecoded - before.framesDecoded
         #expect(sent == 300)
-        #expect(received >= 299)
-        if dtmf {
+        let lost = dropped - droppedBefore
+        #expect(received >= 299 - lost)
+        if red {
+            // Each datagram dropped (30) lost a frame that the next packet carried again.
+            #expect(lost == 30)
+            #expect(after.redundantAudioPacketsReceived - before.redundantAudioPacketsReceived == received)
+            #expect(after.framesRecoveredByRedundancy - before.framesRecoveredByRedundancy >= lost - 1)
+            #expect(decoded >= 295)
+        } else if dtmf {
             // Ten digits of 7 packets each (4 updates, the end three times) took 70 audio frames'
             // places; B played concealment and FEC for them (the loss paths of playout).
             #expect(loopA.counters.read().dtmfPacketsSent == 77 && after.dtmfPacketsReceived == 77)
