@@ -127,8 +127,9 @@ final class MediaLoop: @unchecked Sendable {
     private var previousFrameLength = 0
     private var previousFrameTimestamp: UInt32 = 0
     private let redundantBlock: UnsafeMutableBufferPointer<RedundantAudioPayload.Source>
-    /// Whether each packet also carries the frame before it (RED; set by the loss adaptation).
-    private var sendsRedundancy = false
+    /// The RED format while each packet also carries the frame before it (the negotiated one,
+    /// while the loss adaptation asks for redundancy), else nil.
+    private var redundancyInUse: RedundantAudioFormat?
     private let rtcpBuffer: UnsafeMutableRawBufferPointer
     private let rtcpWriter: RTCPCompoundWriter
     private let reportBlock: UnsafeMutableBufferPointer<RTCPReportBlock>
@@ -201,8 +202,8 @@ final class MediaLoop: @unchecked Sendable {
         encodedFrame = .allocate(byteCount: MediaLoop.maximumOpusPacketBytes, alignment: 16)
         previousFrame = .allocate(byteCount: MediaLoop.maximumOpusPacketBytes, alignment: 16)
         redundantBlock = .allocate(capacity: 1)
-        sendsRedundancy = setup.lossAdaptation.settings.redundancy && setup.redundantAudio != nil
-        stats.encoderRedundancy = sendsRedundancy
+        redundancyInUse = setup.lossAdaptation.settings.redundancy ? setup.redundantAudio : nil
+        stats.encoderRedundancy = redundancyInUse != nil
         rtcpBuffer = .allocate(byteCount: 1500, alignment: 16)
         sentHistory = .allocate(capacity: Self.sentHistoryCapacity)
         sentHistory.initialize(repeating: (0, 0), count: Self.sentHistoryCapacity)
@@ -616,10 +617,10 @@ final class MediaLoop: @unchecked Sendable {
             guard block.payloadType == setup.payloadType, block.timestampOffset > 0,
                 let samples = OpusPacket.sampleCount(of: bytes), Int(block.timestampOffset) % samples == 0
             else { continue }
-            let back = Int(block.timestampOffset) / samples
-            guard back <= RedundantAudioPayload.maximumRedundantBlocks * 2 else { continue }
+            // At most 16383 / 120 frames back: the jitter buffer refuses what is too far behind.
+            let back = UInt16(Int(block.timestampOffset) / samples)
             if jitterBuffer.insertRedundant(
-                sequenceNumber: header.sequenceNumber &- UInt16(back), rtpTimestamp: header.timestamp &- block.timestampOffset,
+                sequenceNumber: header.sequenceNumber &- back, rtpTimestamp: header.timestamp &- block.timestampOffset,
                 payload: bytes, arrivalNanoseconds: arrivalNanoseconds)
             {
                 stats.framesRecoveredByRedundancy += 1
@@ -676,8 +677,8 @@ final class MediaLoop: @unchecked Sendable {
             return
         }
         stats.encoderExpectedLossPercent = settings.expectedLossPercent
-        sendsRedundancy = settings.redundancy && setup.redundantAudio != nil
-        stats.encoderRedundancy = sendsRedundancy
+        redundancyInUse = settings.redundancy ? setup.redundantAudio : nil
+        stats.encoderRedundancy = redundancyInUse != nil
         stats.encoderInBandFEC = settings.inBandFEC
         stats.encoderBitrateBitsPerSecond = settings.bitrateBitsPerSecond
         stats.encoderAdaptations += 1
@@ -792,7 +793,7 @@ final class MediaLoop: @unchecked Sendable {
         }
         // With RED the frame is encoded aside and the payload built around it; otherwise straight
         // into the packet.
-        let red = sendsRedundancy ? setup.redundantAudio : nil
+        let red = redundancyInUse
         let encodeInto = red == nil
             ? UnsafeMutableRawBufferPointer(rebasing: packet[header..<(header + Self.maximumOpusPacketBytes)]) : encodedFrame
         let opusBytes: Int
@@ -836,22 +837,20 @@ final class MediaLoop: @unchecked Sendable {
     /// payload's length (a payload with this frame alone when the block cannot be described).
     private func redundantPayload(_ red: RedundantAudioFormat, opusBytes: Int, into out: UnsafeMutableRawBufferPointer) -> Int {
         let primary = UnsafeRawBufferPointer(rebasing: encodedFrame[0..<opusBytes])
-        var blocks = 0
+        func write(blocks: Int) -> Int? {
+            RedundantAudioPayload.write(
+                primaryPayloadType: red.blockPayloadType, primary: primary,
+                redundant: UnsafeBufferPointer(rebasing: redundantBlock[0..<blocks]), into: out)
+        }
+        var written: Int?
         if previousFrameLength > 0, rtpTimestamp &- previousFrameTimestamp == UInt32(frameSamples) {
             redundantBlock[0] = RedundantAudioPayload.Source(
                 payloadType: red.blockPayloadType, timestampOffset: UInt32(frameSamples),
                 bytes: UnsafeRawBufferPointer(rebasing: previousFrame[0..<previousFrameLength]))
-            blocks = 1
+            written = write(blocks: 1)
+            if written != nil { stats.redundantFramesSent += 1 }
         }
-        var written = RedundantAudioPayload.write(
-            primaryPayloadType: red.blockPayloadType, primary: primary,
-            redundant: UnsafeBufferPointer(rebasing: redundantBlock[0..<blocks]), into: out)
-        if written != nil && blocks > 0 { stats.redundantFramesSent += 1 }
-        if written == nil {
-            written = RedundantAudioPayload.write(
-                primaryPayloadType: red.blockPayloadType, primary: primary, redundant: UnsafeBufferPointer(rebasing: redundantBlock[0..<0]),
-                into: out)
-        }
+        if written == nil { written = write(blocks: 0) }
         previousFrame.copyMemory(from: primary)
         previousFrameLength = opusBytes
         previousFrameTimestamp = rtpTimestamp
