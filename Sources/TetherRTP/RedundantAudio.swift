@@ -44,7 +44,7 @@ public struct RedundantAudioPayload: Sendable {
 
     /// Redundant blocks a payload may carry here (Chromium sends one or two; RFC 2198 allows more,
     /// and a payload with more is refused rather than read in part).
-    public static let maximumRedundantBlocks = 8
+    public static let maximumRedundantBlocks = Storage.count
     /// The largest timestamp offset (14 bits) and block length (10 bits) a header can say.
     public static let maximumTimestampOffset: UInt32 = 0x3FFF
     public static let maximumBlockLength = 0x3FF
@@ -59,7 +59,8 @@ public struct RedundantAudioPayload: Sendable {
 
     /// The redundant blocks, oldest first as they came, and the primary.
     public private(set) var redundantCount = 0
-    private var storage = InlineArray<8, Block>(repeating: Block(payloadType: 0, timestampOffset: 0, range: 0..<0))
+    private typealias Storage = InlineArray<8, Block>
+    private var storage = Storage(repeating: Block(payloadType: 0, timestampOffset: 0, range: 0..<0))
     public private(set) var primary = Block(payloadType: 0, timestampOffset: 0, range: 0..<0)
 
     /// Redundant block `index` (0 ..< `redundantCount`).
