@@ -27,12 +27,13 @@ public final class SPSCRing<Element: BitwiseCopyable>: @unchecked Sendable {
     /// Index of the next element to write. Written by the producer only.
     private let tail = Atomic<Int>(0)
     /// `head` as the producer last read it. Producer only.
-    private var producerHead = 0
+    /// (Each side's own field: no exclusivity check per access; only one thread touches it.)
+    @exclusivity(unchecked) private var producerHead = 0
     private let padding1 = InlineArray<16, UInt64>(repeating: 0)
     /// Index of the next element to read. Written by the consumer only.
     private let head = Atomic<Int>(0)
     /// `tail` as the consumer last read it. Consumer only.
-    private var consumerTail = 0
+    @exclusivity(unchecked) private var consumerTail = 0
     private let padding2 = InlineArray<16, UInt64>(repeating: 0)
 
     /// Creates a ring holding `capacity` elements.
