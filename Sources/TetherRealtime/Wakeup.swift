@@ -39,9 +39,4 @@ public final class Wakeup: @unchecked Sendable {
             return false
         }
     }
-
-    /// Consumes every pending signal without waiting.
-    public func drain() {
-        while sem_trywait(semaphore) == 0 {}
-    }
 }
