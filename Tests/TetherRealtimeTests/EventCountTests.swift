@@ -1,3 +1,4 @@
+import Foundation
 import Glibc
 import Synchronization
 import Testing
@@ -23,15 +24,31 @@ struct EventCountTests {
         #expect(MonotonicClock.nanoseconds() - start >= 20_000_000)
     }
 
+    /// The consumer is seen asleep in the kernel (its /proc state) before the signal is sent, so
+    /// this is the futex wake path, whatever the machine's speed.
     @Test func aSleepingConsumerIsWokenByAnotherThread() throws {
         let e = EventCount()
         let woken = Atomic<Bool>(false)
+        let threadID = Atomic<Int32>(0)
         let consumer = RealtimeThread(name: "ec-sleeper", realtimePriority: 0)
         let ticket = e.prepareToWait()
         try consumer.start { _ in
+            // "/proc/thread-self" names this thread: "<pid>/task/<tid>".
+            let link = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/thread-self")) ?? ""
+            threadID.store(Int32(link.split(separator: "/").last ?? "") ?? -1, ordering: .releasing)
             woken.store(e.wait(ticket, untilMonotonicNanoseconds: MonotonicClock.nanoseconds() + 60_000_000_000), ordering: .releasing)
         }
-        usleep(20_000)  // most likely asleep by now; if not, the wait still sees the signal
+        /// The thread's scheduler state: the field after the parenthesised name in /proc's stat.
+        func state() -> Character? {
+            let id = threadID.load(ordering: .acquiring)
+            guard id > 0, let stat = try? String(contentsOfFile: "/proc/self/task/\(id)/stat", encoding: .utf8),
+                let close = stat.lastIndex(of: ")")
+            else { return nil }
+            return stat[stat.index(after: close)...].first { $0 != " " }
+        }
+        let deadline = MonotonicClock.nanoseconds() + 10_000_000_000
+        while state() != "S" && MonotonicClock.nanoseconds() < deadline { sched_yield() }
+        #expect(state() == "S")
         #expect(e.signal())
         consumer.join()
         let wasWoken = woken.load(ordering: .acquiring)

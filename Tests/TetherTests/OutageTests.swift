@@ -153,15 +153,8 @@ struct OutageTests {
         try await call.start()
         #expect(await call.when("A", enters: "established", timeoutSeconds: 5) != nil)
         call.relay.updateImpairments { $0.lossPercent = 25 }
-        var redundant = false
-        for _ in 0..<1200 {  // allow 30 s for the reports' average to reach 15 % (about 9 s at 25 %)
-            if call.a.statistics().sendsRedundantAudio {
-                redundant = true
-                break
-            }
-            try await Task.sleep(for: .milliseconds(25))
-        }
-        #expect(redundant)
+        // The reports' average reaches 10 % after about three reports at 25 %; 30 s of margin.
+        #expect(await waitUntil(timeoutSeconds: 30) { call.a.statistics().sendsRedundantAudio })
         // Counted over a window closed by what happened, not by the clock: until the relay has
         // dropped 100 RTP datagrams (about 8 s at 50 packets a second, 25 % dropped).
         let before = (b: call.b.statistics(), relay: call.relay.statistics().aToB, a: call.a.statistics())
@@ -199,7 +192,8 @@ struct OutageTests {
         try await call.start()
         #expect(await call.when("A", enters: "established", timeoutSeconds: 5) != nil)
         call.relay.updateImpairments { $0.lossPercent = 25 }
-        // Long enough for the sustained loss to pass 15 % twice over (about 9 reports).
+        // Long enough for the sustained loss to pass RED's 10 % several times over (about 20
+        // reports; three would do).
         let before = call.relay.statistics().aToB
         #expect(await waitUntil(timeoutSeconds: 60) { call.relay.statistics().aToB.rtpDroppedByLoss - before.rtpDroppedByLoss >= 250 })
         let a = call.a.statistics()
