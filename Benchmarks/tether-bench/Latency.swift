@@ -28,7 +28,7 @@ struct LatencyBench: AsyncParsableCommand {
     var json: String?
 
     func run() async throws {
-        print("mouth-to-ear latency: 100 ms 1 kHz bursts spoken into `mic`, heard on `spk.monitor`; Opus 20 ms, jitter buffer 40 ms, loopback ICE")
+        print("mouth-to-ear latency: 100 ms 1 kHz bursts spoken into `mic`, heard on `spk.monitor`; Opus 20 ms, adaptive jitter buffer, loopback ICE")
         var rows: [[String: Any]] = []
         var table: [String] = []
         for b in backend {
@@ -41,6 +41,14 @@ struct LatencyBench: AsyncParsableCommand {
                     r.latenciesMilliseconds.count, r.burstsSpoken, r.speaker.captureOverruns, r.listener.playbackUnderruns,
                     r.speaker.captureThreadScheduling as NSString, r.listener.playbackThreadScheduling as NSString)
                 print("  per burst (ms): " + r.latenciesMilliseconds.map { String(format: "%.1f", $0) }.joined(separator: " "))
+                print("  where the time goes (each part as the sessions measured it, mean of one reading a second):")
+                for part in r.parts {
+                    print("    " + part.name.padding(toLength: 16, withPad: " ", startingAt: 0)
+                        + String(format: "%6.1f ms   ", part.milliseconds) + part.source)
+                }
+                print("    " + "sum".padding(toLength: 16, withPad: " ", startingAt: 0)
+                    + String(format: "%6.1f ms   measured median %.1f ms, %+.1f ms not in the parts (scheduling, the recorders, what no device reports)",
+                        r.partsMilliseconds, r.medianMilliseconds, r.medianMilliseconds - r.partsMilliseconds))
                 table.append(line)
                 print("  " + line)
                 rows.append([
@@ -50,6 +58,7 @@ struct LatencyBench: AsyncParsableCommand {
                     "playbackUnderruns": r.listener.playbackUnderruns, "captureThread": r.speaker.captureThreadScheduling,
                     "playbackThread": r.listener.playbackThreadScheduling, "mediaThread": r.speaker.mediaThreadScheduling,
                     "jitterBufferMs": r.listener.jitterBufferDelayMilliseconds ?? NSNull(), "latenciesMs": r.latenciesMilliseconds,
+                    "partsMs": Dictionary(uniqueKeysWithValues: r.parts.map { ($0.name, $0.milliseconds) }),
                     "seconds": seconds,
                 ])
             }

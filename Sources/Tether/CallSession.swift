@@ -30,6 +30,8 @@ public actor CallSession {
     private let receiveRing = PacketRing(slotCount: 256, maximumPacketBytes: 1500)
     private let captureRing: SPSCRing<Int16>
     private let playbackRing: SPSCRing<Int16>
+    /// How much the playback device wants queued in `playbackRing` (shared with the media loop).
+    private let playbackDemand = PlaybackDemand()
     /// The media worker thread this call's loop runs on (assigned at creation, least loaded).
     private let lease = MediaWorker.lease()
     /// What the devices and the transport signal: the worker's wake-up.
@@ -859,6 +861,10 @@ public actor CallSession {
             playbackDevice: context.sink?.name ?? "", playbackThreadScheduling: sink.scheduling.rawValue,
             localAddress: context.localAddress, remoteAddress: context.remoteAddress,
             durationSeconds: Double(MonotonicClock.nanoseconds() - createdAtNanoseconds) / 1e9, recovery: context.recovery)
+        statistics.encoderLookaheadMilliseconds = context.encoderLookaheadMilliseconds
+        statistics.playbackQueueMilliseconds = c.playbackQueueMilliseconds
+        statistics.captureDeviceLatencyMilliseconds = source.latencyMilliseconds
+        statistics.playbackDeviceLatencyMilliseconds = sink.latencyMilliseconds
         statistics.srtpKeying = context.keying
         statistics.direction = context.direction
         statistics.voiceProcessing = context.voiceProcessing
@@ -1139,7 +1145,8 @@ public actor CallSession {
             let sink = internalSink
             setup = MediaLoop.Setup(
                 encoder: encoder, decoder: decoder, outbound: outbound, inbound: inbound, transport: transport,
-                receiveRing: receiveRing, captureRing: captureRing, playbackRing: playbackRing, worker: lease.worker,
+                receiveRing: receiveRing, captureRing: captureRing, playbackRing: playbackRing, playbackDemand: playbackDemand,
+                worker: lease.worker,
                 payloadType: result.opusPayloadType, cname: cname,
                 jitterBufferTargetMilliseconds: configuration.jitterBufferTargetMilliseconds,
                 adaptiveJitterBuffer: configuration.adaptiveJitterBuffer,
@@ -1164,6 +1171,7 @@ public actor CallSession {
             $0.payloadType = Int(result.opusPayloadType)
             $0.suite = ourKey.suite.rawValue
             $0.bitrate = setup.encoder.configuration.bitrateBitsPerSecond
+            $0.encoderLookaheadMilliseconds = Double(setup.encoder.lookaheadSamples) * 1000 / Double(OpusConfiguration.sampleRateHertz)
         }
     }
 
@@ -1326,7 +1334,7 @@ public actor CallSession {
             reporting.setEventHandler { [weak self] event in Task { await self?.deviceEvent(event, capture: false) } }
         }
         do throws(AudioDeviceError) {
-            try currentSink.start(AudioEndpoint(format: audioFormat, ring: playbackRing, wakeup: wakeup))
+            try currentSink.start(AudioEndpoint(format: audioFormat, ring: playbackRing, wakeup: wakeup, demand: playbackDemand))
             sinkRunning = true
         } catch {
             eventSink.yield(
@@ -1668,6 +1676,7 @@ struct StatisticsContext {
     var recovery = CallRecovery()
     var direction = "sendrecv"
     var voiceProcessing = "off"
+    var encoderLookaheadMilliseconds = 0.0
     var source: (any AudioSource)?
     var sink: (any AudioSink)?
 }

@@ -96,6 +96,23 @@ public struct CallStatistics: Sendable, Equatable {
     public var captureOverruns: Int
     /// Playback frames played as silence because no audio was ready.
     public var playbackUnderruns: Int
+
+    // MARK: Where the delay is (the parts of mouth-to-ear this side adds)
+    /// The encoder's look-ahead in milliseconds (libopus reports it: 6.5 for the VoIP application
+    /// at 48 kHz): how far a frame's audio is delayed inside the encoder.
+    public var encoderLookaheadMilliseconds: Double = 0
+    /// The playback queue: how much decoded audio waits in Tether's ring ahead of each frame
+    /// handed to playback, in milliseconds (a moving average). The device asks for it: two of
+    /// PulseAudio's requests, one ALSA period, two frames for virtual devices. `nil` before
+    /// playout.
+    public var playbackQueueMilliseconds: Double?
+    /// The capture device's latency, in milliseconds, as the device reports it (PulseAudio's
+    /// stream latency, ALSA's delay): from the microphone until Tether reads the samples. `nil`
+    /// for devices that report none (virtual and file devices).
+    public var captureDeviceLatencyMilliseconds: Double?
+    /// The playback device's latency, in milliseconds, as the device reports it: from a sample
+    /// handed to the device until it sounds. `nil` for devices that report none.
+    public var playbackDeviceLatencyMilliseconds: Double?
     /// The loss the encoder currently protects against (OPUS_SET_PACKET_LOSS_PERC), adapted to
     /// the peer's reports.
     public var encoderExpectedLossPercent: Int
@@ -162,11 +179,25 @@ public struct CallStatistics: Sendable, Equatable {
     }
 
     /// One-way delay the call adds on the network, in the jitter buffer and in the codec, in
-    /// milliseconds: half the round-trip time, the jitter buffer's delay, one packet and Opus's
-    /// 2.5 ms look-ahead. Device buffering is not included (`tether-bench latency` measures it).
-    /// `nil` while the jitter buffer has no delay figure (before playout, the peer silent).
+    /// milliseconds: half the round-trip time, the jitter buffer's delay, one packet and the
+    /// encoder's look-ahead (the peer's assumed equal to ours). Device buffering and the playback
+    /// queue are not included (`estimatedMouthToEarMilliseconds` adds them). `nil` while the
+    /// jitter buffer has no delay figure (before playout, the peer silent).
     public var estimatedOneWayDelayMilliseconds: Double? {
-        jitterBufferDelayMilliseconds.map { (roundTripTimeMilliseconds ?? 0) / 2 + $0 + Double(packetTimeMilliseconds) + 2.5 }
+        jitterBufferDelayMilliseconds.map {
+            (roundTripTimeMilliseconds ?? 0) / 2 + $0 + Double(packetTimeMilliseconds) + encoderLookaheadMilliseconds
+        }
+    }
+
+    /// Estimated mouth-to-ear delay of what this side hears, in milliseconds: the one-way delay
+    /// (`estimatedOneWayDelayMilliseconds`) plus this side's playback queue and playback device,
+    /// and the peer's capture device taken as equal to ours. `nil` while any part is unknown
+    /// (no delay figure, or devices that report no latency).
+    public var estimatedMouthToEarMilliseconds: Double? {
+        guard let oneWay = estimatedOneWayDelayMilliseconds, let queue = playbackQueueMilliseconds,
+            let playback = playbackDeviceLatencyMilliseconds, let capture = captureDeviceLatencyMilliseconds
+        else { return nil }
+        return oneWay + queue + playback + capture
     }
 
     /// Transmission rating R of the simplified E-model (ITU-T G.107) from the estimated one-way
@@ -223,6 +254,7 @@ struct MediaCounters: BitwiseCopyable {
     var framesRecoveredByRedundancy = 0
     var redundantAudioPacketsReceived = 0
     var latePackets = 0
+    var playbackQueueMilliseconds: Double? = nil
     /// Monotonic instant of the last valid RTP or RTCP packet, 0 before any.
     var lastMediaArrivalNanoseconds: UInt64 = 0
     /// Monotonic instant of the last frame decoded from a real packet, 0 before any.

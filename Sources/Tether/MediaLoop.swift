@@ -33,6 +33,8 @@ final class MediaLoop: @unchecked Sendable {
         var receiveRing: PacketRing
         var captureRing: SPSCRing<Int16>
         var playbackRing: SPSCRing<Int16>
+        /// How much the playback device wants queued in `playbackRing` (it says so at start).
+        var playbackDemand = PlaybackDemand()
         /// The worker thread that runs the loop; its `wakeup` is what the devices and the
         /// transport signal.
         var worker: MediaWorker
@@ -936,14 +938,25 @@ final class MediaLoop: @unchecked Sendable {
     // MARK: Playout
 
     private func fillPlayback(now: UInt64) {
-        // Keep up to two frames queued for the playback device.
-        while setup.playbackRing.availableToRead < 2 * frameSamples, setup.playbackRing.availableToWrite >= frameSamples {
+        // Decode as late as the device allows: keep what it asked to have queued (two requests
+        // for PulseAudio, a period for ALSA), or two frames for a device that takes whole frames
+        // on its own clock. A frame appended on top of that is what the ring holds at most.
+        let asked = setup.playbackDemand.queuedSamples
+        let wanted = asked > 0 ? min(asked, setup.playbackRing.capacity - frameSamples) : 2 * frameSamples
+        while setup.playbackRing.availableToRead < wanted, setup.playbackRing.availableToWrite >= frameSamples {
+            // What a frame's first sample waits behind in the ring (the playback queue).
+            let ahead = Double(setup.playbackRing.availableToRead) * 1000 / Double(OpusConfiguration.sampleRateHertz)
+            playbackQueueMilliseconds = playbackQueueMilliseconds < 0 ? ahead : playbackQueueMilliseconds + (ahead - playbackQueueMilliseconds) / 16
             let frame = decodeNextFrame(now: now)
             // What is played is the echo canceller's reference.
             setup.voiceProcessor?.analyzePlayback(UnsafeBufferPointer(frame))
             _ = setup.playbackRing.writeAll(UnsafeBufferPointer(frame))
         }
     }
+
+    /// The playback queue: milliseconds of audio ahead of each frame appended to the ring, a
+    /// moving average (each frame weighs 1/16; −1 before the first).
+    private var playbackQueueMilliseconds = -1.0
 
     /// Whether the last frame handed to playback was quiet: the adaptive jitter buffer inserts
     /// or drops frames only then (a pause in speech).
@@ -1066,6 +1079,7 @@ final class MediaLoop: @unchecked Sendable {
         stats.jitterBufferDelayMilliseconds = jb.playoutDelayMilliseconds.map(Double.init)
         stats.jitterBufferTargetMilliseconds = Double(jb.targetDelayMilliseconds)
         stats.framesDroppedForDelay = jb.driftDrops
+        stats.playbackQueueMilliseconds = playbackQueueMilliseconds >= 0 ? playbackQueueMilliseconds : nil
         counters.write(stats)
     }
 }

@@ -59,16 +59,22 @@ public struct AudioDeviceStatistics: Sendable, Equatable, CustomStringConvertibl
     public var resynchronizations: Int
     /// The scheduling the device thread was granted.
     public var scheduling: ThreadScheduling
+    /// The device's own latency as it last reported it, in milliseconds (`nil` for devices that
+    /// report none: virtual and file devices). Playback: from a sample handed to the device
+    /// until it sounds (PulseAudio's stream latency, ALSA's delay). Capture: from a sample
+    /// recorded until Tether reads it.
+    public var latencyMilliseconds: Double?
 
     public init(
         framesTransferred: Int = 0, overruns: Int = 0, underruns: Int = 0, resynchronizations: Int = 0,
-        scheduling: ThreadScheduling = .notStarted
+        scheduling: ThreadScheduling = .notStarted, latencyMilliseconds: Double? = nil
     ) {
         self.framesTransferred = framesTransferred
         self.overruns = overruns
         self.underruns = underruns
         self.resynchronizations = resynchronizations
         self.scheduling = scheduling
+        self.latencyMilliseconds = latencyMilliseconds
     }
 
     public var description: String {

@@ -1,4 +1,26 @@
+import Synchronization
 import TetherRealtime
+
+/// How much a playback device wants queued in its ring, in samples: the media loop keeps at least
+/// this much decoded ahead of the device, and no more than a frame beyond it.
+///
+/// A device that takes samples as it needs them (PulseAudio's requests, ALSA's free room) sets it
+/// at start from what it takes at once; 0 (a device that takes whole frames on its own clock, or
+/// none started) means "two frames", the media loop's cushion for such devices. Written by the
+/// device (at start, and on its thread when its requests change size), read by the media loop:
+/// relaxed, a hint that orders no other memory.
+public final class PlaybackDemand: Sendable {
+    private let samples = Atomic<Int>(0)
+
+    public init() {}
+
+    /// The samples wanted queued; 0 when the device has not said.
+    public var queuedSamples: Int { samples.load(ordering: .relaxed) }
+
+    /// Sets the samples wanted queued (0: not said).
+    /// - Note: Called on device threads; does not allocate.
+    public func set(queuedSamples: Int) { samples.store(queuedSamples, ordering: .relaxed) }
+}
 
 /// What a source or sink is given at start: the format, the ring it fills or drains, and the
 /// wake-up it signals after each frame.
@@ -13,12 +35,15 @@ public struct AudioEndpoint: Sendable {
     public let ring: SPSCRing<Int16>
     /// Signalled by the device thread after each frame it produced or consumed.
     public let wakeup: EventCount
+    /// Playback: how much the device wants queued in `ring` (unused by sources).
+    public let demand: PlaybackDemand
 
-    /// Uses an existing ring and wake-up.
-    public init(format: AudioFormat, ring: SPSCRing<Int16>, wakeup: EventCount) {
+    /// Uses an existing ring and wake-up (and the media loop's demand hint, for a sink).
+    public init(format: AudioFormat, ring: SPSCRing<Int16>, wakeup: EventCount, demand: PlaybackDemand = PlaybackDemand()) {
         self.format = format
         self.ring = ring
         self.wakeup = wakeup
+        self.demand = demand
     }
 
     /// Creates a ring holding at least `ringCapacityFrames` frames of `format` (its capacity in

@@ -17,6 +17,10 @@ final class DeviceCounters: Sendable {
     let reachedEnd = Atomic<Bool>(false)
     /// First errno a device thread met (0: none); the thread stops retrying the failing call.
     let errorNumber = Atomic<Int32>(0)
+    /// The device's own latency as it last reported it, in microseconds (−1: not reported):
+    /// playback, from a sample handed to it until it sounds; capture, from a sample recorded
+    /// until it is read.
+    let latencyMicroseconds = Atomic<Int>(-1)
 
     func reset() {
         framesTransferred.store(0, ordering: .relaxed)
@@ -26,6 +30,7 @@ final class DeviceCounters: Sendable {
         scheduling.store(0, ordering: .relaxed)
         reachedEnd.store(false, ordering: .relaxed)
         errorNumber.store(0, ordering: .relaxed)
+        latencyMicroseconds.store(-1, ordering: .relaxed)
     }
 
     var snapshot: AudioDeviceStatistics {
@@ -34,7 +39,9 @@ final class DeviceCounters: Sendable {
             overruns: overruns.load(ordering: .relaxed),
             underruns: underruns.load(ordering: .relaxed),
             resynchronizations: resynchronizations.load(ordering: .relaxed),
-            scheduling: Self.scheduling(code: scheduling.load(ordering: .relaxed)))
+            scheduling: Self.scheduling(code: scheduling.load(ordering: .relaxed)),
+            latencyMilliseconds: latencyMicroseconds.load(ordering: .relaxed) < 0
+                ? nil : Double(latencyMicroseconds.load(ordering: .relaxed)) / 1000)
     }
 
     static func schedulingCode(_ scheduling: ThreadScheduling) -> Int {
@@ -63,13 +70,58 @@ struct DeviceThreadIO: Sendable {
     let samplesPerFrame: Int
     private let ring: Unmanaged<SPSCRing<Int16>>
     private let wakeup: Unmanaged<EventCount>
+    private let demand: Unmanaged<PlaybackDemand>
     private let counters: Unmanaged<DeviceCounters>
 
     init(endpoint: AudioEndpoint, counters: DeviceCounters) {
         samplesPerFrame = endpoint.format.samplesPerFrame
         ring = .passUnretained(endpoint.ring)
         wakeup = .passUnretained(endpoint.wakeup)
+        demand = .passUnretained(endpoint.demand)
         self.counters = .passUnretained(counters)
+    }
+
+    /// Samples the ring holds for a playback device.
+    /// - Note: Called on the device thread; must not allocate.
+    @inline(__always)
+    var availableToRead: Int { ring._withUnsafeGuaranteedRef { $0.availableToRead } }
+
+    /// Moves up to `count` samples from the ring to `destination` (a playback device that takes
+    /// what it needs rather than whole frames); counts whole frames moved, carrying the rest in
+    /// `residue`.
+    /// - Returns: the samples moved (0 when the ring is empty).
+    /// - Note: Called on the device thread; must not allocate.
+    @inline(__always)
+    func pull(into destination: UnsafeMutablePointer<Int16>, count: Int, residue: inout Int) -> Int {
+        let moved = ring._withUnsafeGuaranteedRef { $0.read(into: UnsafeMutableBufferPointer(start: destination, count: count)) }
+        residue += moved
+        if residue >= samplesPerFrame {
+            let frames = residue / samplesPerFrame
+            residue -= frames * samplesPerFrame
+            counters._withUnsafeGuaranteedRef { _ = $0.framesTransferred.add(frames, ordering: .relaxed) }
+        }
+        return moved
+    }
+
+    /// Tells the media loop how many samples to keep queued in the ring (see `PlaybackDemand`).
+    /// - Note: Called on the device thread; must not allocate.
+    @inline(__always)
+    func setDemand(queuedSamples: Int) {
+        demand._withUnsafeGuaranteedRef { $0.set(queuedSamples: queuedSamples) }
+    }
+
+    /// Counts one underrun: the device played silence because the ring ran dry.
+    /// - Note: Called on the device thread; must not allocate.
+    @inline(__always)
+    func countUnderrun() {
+        counters._withUnsafeGuaranteedRef { _ = $0.underruns.add(1, ordering: .relaxed) }
+    }
+
+    /// Records the device's own latency as it reports it.
+    /// - Note: Called on the device thread; must not allocate.
+    @inline(__always)
+    func recordLatency(microseconds: Int) {
+        counters._withUnsafeGuaranteedRef { $0.latencyMicroseconds.store(max(0, microseconds), ordering: .relaxed) }
     }
 
     /// Writes the whole frame into the ring, or counts an overrun and drops it.
@@ -117,7 +169,7 @@ struct DeviceThreadIO: Sendable {
     /// - Note: Called on the device thread; must not allocate.
     @inline(__always)
     func signal() {
-        wakeup._withUnsafeGuaranteedRef { $0.signal() }
+        _ = wakeup._withUnsafeGuaranteedRef { $0.signal() }
     }
 
     /// Records that the source has played all its content.

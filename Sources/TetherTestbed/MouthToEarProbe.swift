@@ -34,6 +34,19 @@ public struct MouthToEarProbe: Sendable {
         /// The call's statistics on each side at the end (underruns, overruns, scheduling).
         public var speaker: CallStatistics
         public var listener: CallStatistics
+        /// Where the time goes, each part the mean of the figures the two sessions reported once a
+        /// second while the bursts were spoken.
+        public var parts: [Part]
+
+        /// One part of the delay and what measured it.
+        public struct Part: Sendable {
+            public var name: String
+            public var milliseconds: Double
+            public var source: String
+        }
+
+        /// The parts added up.
+        public var partsMilliseconds: Double { parts.reduce(0) { $0 + $1.milliseconds } }
 
         public var medianMilliseconds: Double { Self.percentile(latenciesMilliseconds, 0.5) }
         public var minimumMilliseconds: Double { latenciesMilliseconds.min() ?? .nan }
@@ -131,7 +144,12 @@ public struct MouthToEarProbe: Sendable {
         let mouthRecorder = try TimedRecorder(source: microphoneSource)
         let earRecorder = try TimedRecorder(source: earSource)
         let mouth = try speak()
-        try await Task.sleep(for: .seconds(seconds))
+        var samples: [(speaker: CallStatistics, listener: CallStatistics)] = []
+        let started = ContinuousClock.now
+        while ContinuousClock.now - started < .seconds(seconds) {
+            try await Task.sleep(for: min(.seconds(1), .seconds(seconds) - (ContinuousClock.now - started)))
+            samples.append((a.statistics(), b.statistics()))
+        }
         mouth.stop()
         try await Task.sleep(for: .milliseconds(600))  // the last burst's way through
         let spoken = mouthRecorder.finish()
@@ -153,7 +171,27 @@ public struct MouthToEarProbe: Sendable {
         return Result(
             backend: backend, periodMilliseconds: periodMilliseconds, latenciesMilliseconds: latencies,
             calibrationMilliseconds: calibration, burstsSpoken: mouthOnsets.count, speaker: speakerStatistics,
-            listener: listenerStatistics)
+            listener: listenerStatistics, parts: Self.parts(samples))
+    }
+
+    /// The parts of the delay from the sessions' own figures: the speaker's capture device, frame
+    /// and look-ahead, the listener's network and jitter buffer, playback queue and playback
+    /// device. A part a device does not report is left out.
+    static func parts(_ samples: [(speaker: CallStatistics, listener: CallStatistics)]) -> [Result.Part] {
+        func mean(_ values: [Double?]) -> Double? {
+            let known = values.compactMap { $0 }
+            return known.isEmpty ? nil : known.reduce(0, +) / Double(known.count)
+        }
+        let rows: [(String, Double?, String)] = [
+            ("capture device", mean(samples.map(\.speaker.captureDeviceLatencyMilliseconds)), "speaker's device latency"),
+            ("frame", mean(samples.map { Double($0.speaker.packetTimeMilliseconds) }), "Opus frame filled before encoding"),
+            ("look-ahead", mean(samples.map(\.speaker.encoderLookaheadMilliseconds)), "libopus OPUS_GET_LOOKAHEAD"),
+            ("network", mean(samples.map { $0.listener.roundTripTimeMilliseconds.map { $0 / 2 } }), "half the RTCP round trip"),
+            ("jitter buffer", mean(samples.map(\.listener.jitterBufferDelayMilliseconds)), "listener's playout delay"),
+            ("playback queue", mean(samples.map(\.listener.playbackQueueMilliseconds)), "listener's ring ahead of each frame"),
+            ("playback device", mean(samples.map(\.listener.playbackDeviceLatencyMilliseconds)), "listener's device latency"),
+        ]
+        return rows.compactMap { name, value, source in value.map { Result.Part(name: name, milliseconds: $0, source: source) } }
     }
 
     /// 1 kHz bursts spoken into the mouth sink.

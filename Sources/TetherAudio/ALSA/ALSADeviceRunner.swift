@@ -6,12 +6,12 @@ import TetherRealtime
 /// Start/stop bookkeeping and the device thread shared by `ALSACapture` and `ALSAPlayback`.
 ///
 /// `start` opens and configures the PCM on the caller's thread (so configuration errors throw),
-/// then starts one `RealtimeThread` that moves whole ring frames between the endpoint's ring and
-/// the PCM, paced by the device: non-blocking `snd_pcm_readi`/`snd_pcm_writei`, and
+/// then starts one `RealtimeThread` that moves samples between the endpoint's ring and the PCM,
+/// paced by the device: non-blocking `snd_pcm_readi`/`snd_pcm_writei`, and
 /// `snd_pcm_wait` with a bounded timeout when the device has nothing to give or no room, so the
 /// thread notices `stop()` within `waitTimeoutMilliseconds` without any cross-thread PCM call.
-/// When the period and the ring frame differ in length, the thread transfers partial periods into
-/// or out of one frame buffer; a frame is pushed or pulled only when whole.
+/// Capture pushes whole ring frames (partial periods gathered in one frame buffer); playback takes
+/// from the ring what the device has room for, a period or more at a time.
 final class ALSADeviceRunner: Sendable {
     /// SCHED_FIFO priority the device threads ask for (the same as the virtual devices).
     static let realtimePriority: Int32 = 10
@@ -82,7 +82,7 @@ final class ALSADeviceRunner: Sendable {
                 counters: .passUnretained(counters), state: state,
                 reopen: { () -> ALSAOpenPCM? in try? ALSAPCM.open(request) },
                 report: { [weak self] event in self?.report(event) },
-                pcmName: pcmName)
+                pcmName: pcmName, sampleRateHertz: format.sampleRateHertz)
             let counters = Unmanaged.passUnretained(self.counters)
             let thread = RealtimeThread(name: threadName, realtimePriority: Self.realtimePriority)
             do throws(RealtimeThread.StartError) {
@@ -107,6 +107,7 @@ final class ALSADeviceRunner: Sendable {
             guard let current = running else { return }
             current.thread.stop()
             current.state.finish()
+            current.endpoint.demand.set(queuedSamples: 0)  // a sink started after this one says its own
             geometry.withLock { $0 = (0, 0) }
             running = nil
         }
@@ -170,6 +171,7 @@ struct ALSADeviceLoop: Sendable {
     /// Posts an event to the handler (control path).
     let report: @Sendable (AudioDeviceEvent) -> Void
     let pcmName: String
+    let sampleRateHertz: Int
 
     private enum Outcome {
         case stopped
@@ -227,6 +229,7 @@ struct ALSADeviceLoop: Sendable {
                     io.pushFrame(UnsafeBufferPointer(frame))
                     io.signal()
                     filled = 0
+                    recordDelay(pcm: pcm)
                 }
                 continue
             }
@@ -235,30 +238,67 @@ struct ALSADeviceLoop: Sendable {
         return .stopped
     }
 
-    /// Writes whole ring frames (or silence frames when the ring is short) to the device.
+    /// Moves samples from the ring to the device as the device frees room, a period or more at a
+    /// time: what sits in the ring waits there, not in the device, so the media loop decodes
+    /// close to when it is played (it keeps one period queued: `PlaybackDemand`). When the ring
+    /// is empty while the device still holds a period or more, the thread waits for the media
+    /// loop a millisecond at a time; with less, it plays a period of silence (an underrun).
     /// - Note: Called on the device thread; must not allocate.
     private func playbackLoop(pcm: OpaquePointer, stopFlag: Unmanaged<RealtimeThread>) -> Outcome {
-        let frame = state.frame
-        let base = frame.baseAddress!
-        let samplesPerFrame = frame.count
-        var written = samplesPerFrame  // nothing pending: pull a frame first
+        let staging = state.frame
+        let base = staging.baseAddress!
+        var residue = 0
         var xruns = 0
         prefill(pcm: pcm)
+        io.setDemand(queuedSamples: state.periodFrames)
         while !stopFlag._withUnsafeGuaranteedRef({ $0.isStopRequested }) {
-            if written == samplesPerFrame {
-                io.pullFrame(into: frame)
-                io.signal()
-                written = 0
-            }
-            let result = snd_pcm_writei(pcm, base + written, snd_pcm_uframes_t(samplesPerFrame - written))
-            if result > 0 {
-                xruns = 0
-                written += result
+            let room = snd_pcm_avail_update(pcm)
+            if room < 0 {
+                if let lost = recover(pcm: pcm, code: Int32(truncatingIfNeeded: room), xruns: &xruns) { return .lost(lost) }
                 continue
             }
-            if let lost = waitOrRecover(pcm: pcm, result: result, xruns: &xruns) { return .lost(lost) }
+            let period = state.periodFrames
+            if room < period {
+                let waited = snd_pcm_wait(pcm, ALSADeviceRunner.waitTimeoutMilliseconds)
+                if waited < 0, let lost = recover(pcm: pcm, code: waited, xruns: &xruns) { return .lost(lost) }
+                continue
+            }
+            var source = UnsafePointer(base)
+            var count = io.pull(into: base, count: min(Int(room), staging.count), residue: &residue)
+            if count > 0 {
+                io.signal()
+            } else if state.bufferFrames - Int(room) >= period {
+                MonotonicClock.sleep(untilNanoseconds: MonotonicClock.nanoseconds() &+ 1_000_000)
+                continue
+            } else {
+                io.countUnderrun()
+                io.signal()  // the media loop is behind: wake it
+                source = UnsafePointer(state.silence.baseAddress!)
+                count = min(period, state.silence.count)
+            }
+            var written = 0
+            while written < count {
+                let result = snd_pcm_writei(pcm, source + written, snd_pcm_uframes_t(count - written))
+                if result > 0 {
+                    xruns = 0
+                    written += result
+                } else if let lost = waitOrRecover(pcm: pcm, result: result, xruns: &xruns) {
+                    return .lost(lost)
+                }
+                if stopFlag._withUnsafeGuaranteedRef({ $0.isStopRequested }) { return .stopped }
+            }
+            recordDelay(pcm: pcm)
         }
         return .stopped
+    }
+
+    /// Records the device's delay (`snd_pcm_delay`): for playback, the samples between the
+    /// application and the listener; for capture, between the microphone and the application.
+    /// - Note: Called on the device thread; must not allocate.
+    private func recordDelay(pcm: OpaquePointer) {
+        var delay: snd_pcm_sframes_t = 0
+        guard snd_pcm_delay(pcm, &delay) == 0 else { return }
+        io.recordLatency(microseconds: Int(delay) * 1_000_000 / max(1, sampleRateHertz))
     }
 
     /// After a read or write that moved nothing: waits for the device when it is only not ready

@@ -6,10 +6,12 @@ import TetherRealtime
 /// `start` opens the PCM as RW interleaved S16_LE mono at the endpoint's sample rate (through the
 /// plug layer when the device needs conversion) with `periodCount` periods of
 /// `periodMilliseconds`, prefills all but one period with silence and starts a `RealtimeThread`
-/// (SCHED_FIFO when granted; see `statistics.scheduling`) that takes whole frames from
-/// `endpoint.ring` as the device makes room (a frame of silence and an underrun when the ring
-/// holds less than a frame), writes them, and signals `endpoint.wakeup` after each frame taken.
-/// The stream starts when the buffer is full, so the output latency is about one buffer.
+/// (SCHED_FIFO when granted; see `statistics.scheduling`) that takes from `endpoint.ring` what
+/// the device has room for, a period or more at a time, writes it, and signals `endpoint.wakeup`
+/// after each take; it asks the media loop to keep one period queued (`endpoint.demand`). When the
+/// ring is empty it waits for the media loop while the device still holds a period, and plays a
+/// period of silence (an underrun) when it holds less. The stream starts when the buffer is
+/// full, so the output latency is about one buffer (`statistics.latencyMilliseconds`).
 ///
 /// Faults: an underrun reported by the device (-EPIPE) is counted in `underruns` and the stream
 /// is prepared and prefilled again; a suspend (-ESTRPIPE) is resumed. Any other error loses the

@@ -3,9 +3,12 @@
 /// sink differs.
 ///
 /// The stream's write callback runs on this device's own `pa_threaded_mainloop` thread (which asks
-/// for SCHED_FIFO on its first callback, see `statistics.scheduling`); it writes whole frames
-/// taken from `endpoint.ring`, plays a frame of silence and counts an underrun when the ring holds
-/// less than a frame, and signals the endpoint's wake-up after each frame taken.
+/// for SCHED_FIFO on its first callback, see `statistics.scheduling`); it writes what the server
+/// asks for from `endpoint.ring`, asks the media loop to keep two requests queued
+/// (`endpoint.demand`), and signals the endpoint's wake-up after each request it took samples
+/// for. A request the ring cannot cover is left short once (the server still holds about two
+/// requests); a second one in a row is padded with silence and counted as an underrun. The
+/// stream's latency is in `statistics.latencyMilliseconds`.
 ///
 /// With an explicit `deviceName` the stream is pinned to that sink: when it goes away the device
 /// reports `.failed(.deviceUnavailable)`, falls back to the default sink at once (`.moved`), and

@@ -105,7 +105,7 @@ final class PulseStreamEngine: @unchecked Sendable {
             api = pa_threaded_mainloop_get_api(loop)
             sampleSpec = pa_sample_spec(format: PA_SAMPLE_S16LE, rate: UInt32(format.sampleRateHertz), channels: 1)
             self.endpoint = endpoint
-            io = PulseStreamIO.allocate(endpoint: endpoint, counters: counters, direction: direction)
+            io = PulseStreamIO.allocate(endpoint: endpoint, counters: counters)
             pa_threaded_mainloop_set_name(loop, direction == .capture ? "tether-pa-in" : "tether-pa-out")
             guard pa_threaded_mainloop_start(loop) >= 0 else {
                 shutDown()
@@ -147,6 +147,7 @@ final class PulseStreamEngine: @unchecked Sendable {
         api = nil
         if let io { PulseStreamIO.deallocate(io) }
         io = nil
+        endpoint?.demand.set(queuedSamples: 0)  // a sink started after this one says its own
         endpoint = nil
         failureReported = false
         announcement = .none
@@ -371,7 +372,10 @@ final class PulseStreamEngine: @unchecked Sendable {
             }, selfPointer)
         let periodBytes = UInt32(Int(sampleSpec.rate) * periodMilliseconds / 1000 * 2)
         let device = fallback ? nil : requestedDeviceName
-        var flags = PA_STREAM_ADJUST_LATENCY.rawValue | PA_STREAM_AUTO_TIMING_UPDATE.rawValue
+        // Interpolated timing: the latency recorded after each request or read is current, not
+        // as of the last timing update (every 100 ms or so).
+        var flags =
+            PA_STREAM_ADJUST_LATENCY.rawValue | PA_STREAM_AUTO_TIMING_UPDATE.rawValue | PA_STREAM_INTERPOLATE_TIMING.rawValue
         if device != nil { flags |= PA_STREAM_DONT_MOVE.rawValue }
         let result: Int32
         switch direction {
@@ -403,6 +407,12 @@ final class PulseStreamEngine: @unchecked Sendable {
             pa_stream_set_underflow_callback(
                 stream,
                 { _, userdata in userdata!.assumingMemoryBound(to: PulseStreamIO.self).pointee.countServerXrun(.playback) }, io)
+            // The timer that finishes a request the ring could not cover (created disabled).
+            io.pointee.api = api
+            io.pointee.playbackStream = stream
+            io.pointee.retryTimer = api?.pointee.time_new?(
+                api, nil,
+                { _, _, _, userdata in userdata!.assumingMemoryBound(to: PulseStreamIO.self).pointee.finishShortRequest() }, io)
             // Two periods queued in the server: with one (tried first) the server ran dry 8–18
             // times in 10 s through the loopback devices; with two, 1–2 (`tether-bench latency`).
             var attributes = pa_buffer_attr(
@@ -421,6 +431,11 @@ final class PulseStreamEngine: @unchecked Sendable {
 
     private func closeStream() {
         guard let stream else { return }
+        if let io {
+            if let timer = io.pointee.retryTimer { api?.pointee.time_free?(timer) }
+            io.pointee.retryTimer = nil
+            io.pointee.playbackStream = nil
+        }
         pa_stream_set_state_callback(stream, nil, nil)
         pa_stream_set_moved_callback(stream, nil, nil)
         pa_stream_set_read_callback(stream, nil, nil)
