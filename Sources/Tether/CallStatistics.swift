@@ -191,13 +191,13 @@ public struct CallStatistics: Sendable, Equatable {
 
     /// Estimated mouth-to-ear delay of what this side hears, in milliseconds: the one-way delay
     /// (`estimatedOneWayDelayMilliseconds`) plus this side's playback queue and playback device,
-    /// and the peer's capture device taken as equal to ours. `nil` while any part is unknown
-    /// (no delay figure, or devices that report no latency).
+    /// and the peer's capture device taken as equal to ours. A device that reports no latency
+    /// (virtual and file devices) counts as none. `nil` while the one-way delay is.
     public var estimatedMouthToEarMilliseconds: Double? {
-        guard let oneWay = estimatedOneWayDelayMilliseconds, let queue = playbackQueueMilliseconds,
-            let playback = playbackDeviceLatencyMilliseconds, let capture = captureDeviceLatencyMilliseconds
-        else { return nil }
-        return oneWay + queue + playback + capture
+        estimatedOneWayDelayMilliseconds.map {
+            $0 + (playbackQueueMilliseconds ?? 0) + (playbackDeviceLatencyMilliseconds ?? 0)
+                + (captureDeviceLatencyMilliseconds ?? 0)
+        }
     }
 
     /// Transmission rating R of the simplified E-model (ITU-T G.107) from the estimated one-way

@@ -33,6 +33,12 @@ enum StatisticsJSON {
         if let rtt = s.roundTripTimeMilliseconds { o["rttMs"] = rtt }
         // Absent before playout and while the peer is silent (no packet has a delay then).
         if let delay = s.jitterBufferDelayMilliseconds { o["jitterBufferMs"] = delay }
+        // Where the delay is: each part as this side measures it (nil parts absent).
+        o["encoderLookaheadMs"] = s.encoderLookaheadMilliseconds
+        if let queue = s.playbackQueueMilliseconds { o["playbackQueueMs"] = queue }
+        if let device = s.captureDeviceLatencyMilliseconds { o["captureDeviceLatencyMs"] = device }
+        if let device = s.playbackDeviceLatencyMilliseconds { o["playbackDeviceLatencyMs"] = device }
+        if let mouthToEar = s.estimatedMouthToEarMilliseconds { o["mouthToEarEstimateMs"] = mouthToEar }
         if let mos = s.meanOpinionScore, let r = s.qualityRating {
             o["mos"] = mos
             o["rFactor"] = r

@@ -21,6 +21,10 @@ enum StatisticsTable {
             ("round-trip time", { ms($0.roundTripTimeMilliseconds) }),
             ("RTCP sent / received", { "\($0.rtcpPacketsSent) / \($0.rtcpPacketsReceived)" }),
             ("jitter buffer now / target", { "\(ms($0.jitterBufferDelayMilliseconds)) / \(ms($0.jitterBufferTargetMilliseconds))" }),
+            ("playback queue / devices (capture, playback)", { s in
+                "\(ms(s.playbackQueueMilliseconds)) / \(ms(s.captureDeviceLatencyMilliseconds)), \(ms(s.playbackDeviceLatencyMilliseconds))"
+            }),
+            ("mouth-to-ear estimate", { ms($0.estimatedMouthToEarMilliseconds) }),
             ("frames inserted / dropped for delay", { "\($0.framesInsertedForDelay) / \($0.framesDroppedForDelay)" }),
             ("frames decoded", { "\($0.framesDecoded)" }),
             ("frames concealed / FEC", { "\($0.framesConcealed) / \($0.framesRecoveredByFEC)" }),

@@ -192,14 +192,19 @@ struct ALSADeviceTests {
         for _ in 0..<2 {
             let endpoint = AudioEndpoint(ringCapacityFrames: 16)
             try playback.start(endpoint)
-            // Nothing feeds the ring: the sink plays silence, counting underruns, and signals.
+            // Nothing feeds the ring: the sink plays silence, counting underruns, and signals. It
+            // asks the media loop to keep one period queued, and reports its delay.
             #expect(waitForSignals(endpoint, count: 10, timeoutSeconds: 20))
             let statistics = playback.statistics
+            let period = playback.grantedGeometry.periodFrames
+            #expect(period > 0 && endpoint.demand.queuedSamples == period, "demand \(endpoint.demand.queuedSamples), period \(period)")
             playback.stop()
             playback.stop()
             #expect(statistics.underruns >= 10)
             #expect(statistics.framesTransferred == 0)
             #expect(statistics.scheduling != .notStarted)
+            #expect(statistics.latencyMilliseconds != nil)
+            #expect(endpoint.demand.queuedSamples == 0)
         }
     }
 

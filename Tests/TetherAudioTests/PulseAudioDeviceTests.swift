@@ -34,8 +34,31 @@ struct PulseAudioDeviceTests {
         #expect(abs(ToneAnalysis.rmsDBFS(tail) - -12) <= 1.5)
         #expect(playback.statistics.framesTransferred > 50)
         #expect(capture.statistics.framesTransferred >= 125)
+        // Playback takes what the server asks for and wants two requests queued: less than the
+        // six frames the feeder keeps, more than nothing; both streams report their latency.
+        #expect((1..<(2 * 960)).contains(playbackEndpoint.demand.queuedSamples), "demand \(playbackEndpoint.demand.queuedSamples)")
+        let playbackLatency = try #require(playback.statistics.latencyMilliseconds)
+        #expect(playbackLatency > 0 && playbackLatency < 200, "playback latency \(playbackLatency) ms")
+        #expect(capture.statistics.latencyMilliseconds != nil)
         #expect(playback.statistics.scheduling != .notStarted)
         #expect(capture.statistics.scheduling != .notStarted)
+    }
+
+    /// Nothing in the ring when the server asks: the request waits 2 ms for the media loop (a
+    /// timer), then is played as silence, counted and signalled. Without the timer the stream,
+    /// never started, would ask nothing more and the media loop would never be woken.
+    @Test("playback with nothing queued plays silence, counts underruns, wakes the media loop and stops asking when stopped")
+    func playbackStarvedPlaysSilence() throws {
+        let endpoint = AudioEndpoint(ringCapacityFrames: 16)
+        let playback = PulseAudioPlayback(deviceName: "spk2", periodMilliseconds: 10)
+        try playback.start(endpoint)
+        #expect(waitForSignals(endpoint, count: 10, timeoutSeconds: 10))
+        let statistics = playback.statistics
+        #expect(statistics.underruns >= 10)
+        #expect(statistics.framesTransferred == 0)
+        #expect(endpoint.demand.queuedSamples > 0)
+        playback.stop()
+        #expect(endpoint.demand.queuedSamples == 0)
     }
 
     @Test("enumeration lists the test sinks, their monitors and the defaults")

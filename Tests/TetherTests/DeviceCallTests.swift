@@ -71,6 +71,15 @@ struct DeviceCallTests {
         #expect(checkTone(heard, frequencyHertz: 500, levelDBFS: -12) == nil, "\(checkTone(heard, frequencyHertz: 500, levelDBFS: -12) ?? "")")
         let sa = a.statistics()
         #expect(sa.captureOverruns <= 2)
+        // The listener decodes as late as its device allows: less than a frame waits in the
+        // playback queue (two frames did before the device said what it takes), and every part of
+        // the delay estimate is known.
+        let sb = b.statistics()
+        let queue = try #require(sb.playbackQueueMilliseconds)
+        #expect(queue < 20, "playback queue \(queue) ms")
+        #expect(sb.playbackDeviceLatencyMilliseconds != nil && sa.captureDeviceLatencyMilliseconds != nil)
+        #expect(sb.encoderLookaheadMilliseconds > 0)
+        #expect(sb.estimatedMouthToEarMilliseconds != nil)
         await a.hangUp()
         await b.hangUp()
     }

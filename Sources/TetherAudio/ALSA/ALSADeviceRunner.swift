@@ -241,14 +241,17 @@ struct ALSADeviceLoop: Sendable {
     /// Moves samples from the ring to the device as the device frees room, a period or more at a
     /// time: what sits in the ring waits there, not in the device, so the media loop decodes
     /// close to when it is played (it keeps one period queued: `PlaybackDemand`). When the ring
-    /// is empty while the device still holds a period or more, the thread waits for the media
-    /// loop a millisecond at a time; with less, it plays a period of silence (an underrun).
+    /// is empty while the running device still holds a period or more, the thread waits for the
+    /// media loop a millisecond at a time, up to half a period; then, or when the device holds
+    /// less or has not started, it plays a period of silence (an underrun).
     /// - Note: Called on the device thread; must not allocate.
     private func playbackLoop(pcm: OpaquePointer, stopFlag: Unmanaged<RealtimeThread>) -> Outcome {
         let staging = state.frame
         let base = staging.baseAddress!
         var residue = 0
         var xruns = 0
+        /// Samples' worth of time spent waiting for the media loop with the ring empty.
+        var waitedForRing = 0
         prefill(pcm: pcm)
         io.setDemand(queuedSamples: state.periodFrames)
         while !stopFlag._withUnsafeGuaranteedRef({ $0.isStopRequested }) {
@@ -267,10 +270,16 @@ struct ALSADeviceLoop: Sendable {
             var count = io.pull(into: base, count: min(Int(room), staging.count), residue: &residue)
             if count > 0 {
                 io.signal()
-            } else if state.bufferFrames - Int(room) >= period {
+                waitedForRing = 0
+            } else if waitedForRing < period / 2, state.bufferFrames - Int(room) >= period,
+                snd_pcm_state(pcm) == SND_PCM_STATE_RUNNING
+            {
+                // The device still plays a period or more: give the media loop a moment.
                 MonotonicClock.sleep(untilNanoseconds: MonotonicClock.nanoseconds() &+ 1_000_000)
+                waitedForRing += sampleRateHertz / 1000
                 continue
             } else {
+                waitedForRing = 0
                 io.countUnderrun()
                 io.signal()  // the media loop is behind: wake it
                 source = UnsafePointer(state.silence.baseAddress!)
