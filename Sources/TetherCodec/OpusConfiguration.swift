@@ -16,6 +16,18 @@ public struct OpusConfiguration: Sendable, Equatable {
     public var expectedLossPercent: Int
     /// Discontinuous transmission: near-silent frames are sent rarely (at least every 400 ms).
     public var discontinuousTransmission: Bool
+    /// The libopus application the encoder is created with (fixed for its life).
+    public var application: Application = .voip
+
+    /// libopus's encoder applications.
+    public enum Application: String, Sendable, Equatable, CaseIterable {
+        /// `OPUS_APPLICATION_VOIP`: speech intelligibility first (a high-pass filter, SILK early).
+        case voip
+        /// `OPUS_APPLICATION_AUDIO`: fidelity to the input.
+        case audio
+        /// `OPUS_APPLICATION_RESTRICTED_LOWDELAY`: CELT only, 2.5 ms look-ahead instead of 6.5.
+        case restrictedLowDelay = "restricted-lowdelay"
+    }
 
     /// The sample rate Tether codes at, in hertz.
     public static let sampleRateHertz = 48_000

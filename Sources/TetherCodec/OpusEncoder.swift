@@ -1,6 +1,6 @@
 import COpus
 
-/// Owns one libopus encoder (48 kHz mono, VOIP application).
+/// Owns one libopus encoder (48 kHz mono, the configuration's application: VoIP by default).
 ///
 /// Encoding never allocates: libopus works in the state allocated at creation (and on the stack,
 /// about 50 KiB). Not thread-safe: the media loop owns it.
@@ -8,7 +8,7 @@ public final class OpusEncoder: @unchecked Sendable {
     private let encoder: OpaquePointer
     /// The settings in force.
     public private(set) var configuration: OpusConfiguration
-    /// Samples of algorithmic delay the encoder adds (312 at 48 kHz).
+    /// Samples of algorithmic delay the encoder adds (312 at 48 kHz; 120 for restricted low delay).
     public let lookaheadSamples: Int
 
     /// Creates an encoder.
@@ -16,7 +16,13 @@ public final class OpusEncoder: @unchecked Sendable {
     public init(configuration: OpusConfiguration) throws(OpusCodecError) {
         if configuration.validationProblem != nil { throw OpusCodecError(code: OPUS_BAD_ARG, operation: "opus configuration") }
         var error: Int32 = 0
-        guard let e = opus_encoder_create(Int32(OpusConfiguration.sampleRateHertz), 1, OPUS_APPLICATION_VOIP, &error),
+        let application: Int32 =
+            switch configuration.application {
+            case .voip: OPUS_APPLICATION_VOIP
+            case .audio: OPUS_APPLICATION_AUDIO
+            case .restrictedLowDelay: OPUS_APPLICATION_RESTRICTED_LOWDELAY
+            }
+        guard let e = opus_encoder_create(Int32(OpusConfiguration.sampleRateHertz), 1, application, &error),
             error == OPUS_OK
         else { throw OpusCodecError(code: error, operation: "opus_encoder_create") }
         encoder = e

@@ -43,6 +43,31 @@ struct OpusCodecTests {
         #expect(abs(20 * log10(level / expected)) < 1.5)
     }
 
+    /// The application is the encoder's: VoIP (the default) and audio look 6.5 ms ahead, restricted
+    /// low delay (CELT only) 2.5 ms; each codes a tone that decodes at its level.
+    @Test(arguments: OpusConfiguration.Application.allCases)
+    func theApplicationChosenIsTheEncoders(application: OpusConfiguration.Application) throws {
+        var config = OpusConfiguration()
+        config.application = application
+        let encoder = try OpusEncoder(configuration: config)
+        #expect(encoder.lookaheadSamples == (application == .restrictedLowDelay ? 120 : 312))
+        let decoder = try OpusDecoder()
+        var packet = [UInt8](repeating: 0, count: 1500)
+        var out = [Int16](repeating: 0, count: 960)
+        var decoded: [Int16] = []
+        for f in 0..<25 {
+            let pcm = sine(440, amplitude: 0.25, count: 960, start: f * 960)
+            let len = try pcm.withUnsafeBufferPointer { p in
+                try packet.withUnsafeMutableBytes { try encoder.encode(p.baseAddress!, into: $0) }
+            }
+            _ = try packet.withUnsafeBytes { pk in
+                try out.withUnsafeMutableBufferPointer { try decoder.decode(UnsafeRawBufferPointer(rebasing: pk[0..<len]), into: $0) }
+            }
+            decoded += out
+        }
+        #expect(abs(20 * log10(rms(decoded[4800...]) / (0.25 * 32767 / 2.0.squareRoot()))) < 1.5)
+    }
+
     @Test func concealmentProducesAFrameThatFadesRatherThanRepeatingForever() throws {
         let config = OpusConfiguration()
         let encoder = try OpusEncoder(configuration: config)
