@@ -21,6 +21,10 @@ struct QualityBench: AsyncParsableCommand {
             concealment and, from a sustained 10 % reported loss, RED (each packet carries the frame before it). \
             Recordings are scored against the source \
             with P.862.2 wideband PESQ (PyPI `pesq`, Benchmarks/quality/pesq_score.py). \
+            The baresip column is Debian's baresip calling itself through the same relay with the \
+            same loss and seed (SDES-SRTP, no ICE, Opus 32 kb/s, its in-band FEC on and told \
+            the case's loss, which it cannot learn by itself; \
+            Benchmarks/quality/baresip_call.py): what it decoded is scored the same way. \
             Needs espeak-ng, sox and python3 with pesq: `make quality` installs them and runs this.
             """)
 
@@ -39,16 +43,22 @@ struct QualityBench: AsyncParsableCommand {
     @Option(help: "Python with the pesq and numpy modules (make quality makes a venv for it).")
     var python: String = "python3"
 
+    @Flag(inversion: .prefixedNo, help: "Run the baresip → baresip column (Debian's baresip, SDES, Opus 32 kb/s with its FEC on).")
+    var baresip = true
+
     enum Mode: String, CaseIterable, Sendable {
         case fecAndConcealment = "Tether (all)"
         case concealmentOnly = "PLC only"
         case none = "none"
+        /// Not Tether: two baresip processes through the same relay and loss.
+        case baresip = "baresip (FEC)"
 
         var key: String {
             switch self {
             case .fecAndConcealment: "fecPLC"
             case .concealmentOnly: "plc"
             case .none: "none"
+            case .baresip: "baresip"
             }
         }
 
@@ -76,6 +86,10 @@ struct QualityBench: AsyncParsableCommand {
         }
 
         var label: String { name == "bursty" ? "bursty (GE, mean burst 3)" : "\(name) % random" }
+
+        /// The loss the case produces, in whole percent (the bursty model loses about 9 %): what a
+        /// peer that cannot adapt its FEC (baresip) is told to expect, as well as it could be told.
+        var nominalLossPercent: Int { name == "bursty" ? 9 : Int(Double(name)?.rounded() ?? 0) }
     }
 
     /// One call's outcome, as B heard it.
@@ -119,7 +133,11 @@ struct QualityBench: AsyncParsableCommand {
         try FileManager.default.createDirectory(atPath: workDirectory, withIntermediateDirectories: true)
         let scorer = Self.scorerPath()
 
-        say("quality: \(clips) clip(s) × \(lossCases.count) case(s) × \(Mode.allCases.count) receivers; Opus 20 ms 32 kb/s, adaptive jitter buffer, loopback ICE through the relay (loss both ways)")
+        if baresip, ChildProcess.run(["sh", "-c", "command -v baresip"]).status != 0 {
+            throw ValidationError("baresip is not installed (apt install baresip-core), or pass --no-baresip")
+        }
+        let modes = Mode.allCases.filter { baresip || $0 != .baresip }
+        say("quality: \(clips) clip(s) × \(lossCases.count) case(s) × \(modes.count) receivers; Opus 20 ms 32 kb/s, adaptive jitter buffer, loopback ICE through the relay (loss both ways)")
         var references: [String] = []
         for clip in 0..<clips {
             let path = "\(workDirectory)/clip\(clip).wav"
@@ -135,11 +153,14 @@ struct QualityBench: AsyncParsableCommand {
                 say(String(format: "  [%5.1f s] %@, clip %d (%@)…", Date().timeIntervalSince(started), lossCase.label, clip, Self.voices[clip % Self.voices.count]))
                 let reference = references[clip]
                 let results = try await withThrowingTaskGroup(of: Run.self) { group in
-                    for mode in Mode.allCases {
+                    for mode in modes {
                         let recording = "\(workDirectory)/\(lossCase.name)-clip\(clip)-\(mode.key).wav"
                         group.addTask {
-                            try await Self.call(
-                                reference: reference, recording: recording, mode: mode, lossCase: lossCase, clip: clip, seed: seed)
+                            mode == .baresip
+                                ? try await Self.baresipCall(
+                                    reference: reference, recording: recording, lossCase: lossCase, clip: clip, seed: seed)
+                                : try await Self.call(
+                                    reference: reference, recording: recording, mode: mode, lossCase: lossCase, clip: clip, seed: seed)
                         }
                     }
                     var out: [Run] = []
@@ -161,7 +182,7 @@ struct QualityBench: AsyncParsableCommand {
         }
         say(String(format: "  [%5.1f s] done", Date().timeIntervalSince(started)))
         say("")
-        say(Self.table(runs, cases: lossCases))
+        say(Self.table(runs, cases: lossCases, modes: modes))
         if let json {
             try Self.writeJSON(runs, to: json)
             say("figures written to \(json)")
@@ -207,16 +228,49 @@ struct QualityBench: AsyncParsableCommand {
             jitterBufferTargetMilliseconds: s.jitterBufferTargetMilliseconds, meanOpinionScoreEstimate: s.meanOpinionScore)
     }
 
+    /// baresip calling baresip through a relay with the same loss and seed (Benchmarks/quality/baresip_call.py).
+    static func baresipCall(reference: String, recording: String, lossCase: LossCase, clip clipIndex: Int, seed: UInt64) async throws -> Run {
+        let relay = try UDPImpairmentRelay(seed: seed)
+        defer { relay.stop() }
+        relay.updateImpairments { $0 = lossCase.impairments }
+        let script = URL(fileURLWithPath: scorerPath()).deletingLastPathComponent().appendingPathComponent("baresip_call.py").path
+        let arguments = [
+            "python3", script, "--clip", reference, "--relay-port-a", "\(relay.portA)", "--relay-port-b", "\(relay.portB)",
+            "--out", recording, "--bitrate", "32000", "--fec", "yes", "--expected-loss", "\(lossCase.nominalLossPercent)",
+        ]
+        // The script blocks for the clip's length: on a thread of its own, not the task pool's.
+        let result = await withCheckedContinuation { (done: CheckedContinuation<ChildProcess.Result, Never>) in
+            Thread { done.resume(returning: ChildProcess.run(arguments)) }.start()
+        }
+        // What the relay did toward B (A → B): baresip's own figures are not read.
+        let toB = relay.statistics().aToB
+        var run = Run(
+            lossCase: lossCase.name, clip: clipIndex, mode: .baresip, recording: recording, reference: reference,
+            packetsReceived: Int(toB.packetsForwarded), packetsLost: Int(toB.droppedByLoss), framesRecoveredByFEC: 0,
+            framesConcealed: 0, framesInsertedForDelay: 0, framesDroppedForDelay: 0, playbackUnderruns: 0, heardLossPercent: 0,
+            jitterBufferDelayMilliseconds: nil, jitterBufferTargetMilliseconds: 0, meanOpinionScoreEstimate: nil)
+        let last = result.output.split(separator: "\n").last.map(String.init) ?? ""
+        if let data = last.data(using: .utf8), let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
+            object["recording"] != nil
+        {
+            return run
+        }
+        run.problem = "baresip call failed (status \(result.status)): \(result.output.suffix(300))"
+        return run
+    }
+
     // MARK: Codec alone
 
     /// The same speech through Opus alone, frame by frame with no network or jitter buffer, one
     /// packet in `every` lost on a fixed pattern: the ceiling a receiver can reach.
     static func codecOnly(
         reference: String, into path: String, lossPercent: Double, seed: UInt64, fec: Bool, bitrate: Int = 32_000,
-        expectedLossPercent: Int? = nil
+        expectedLossPercent: Int? = nil, application: OpusConfiguration.Application = .voip, complexity: Int = 9
     ) throws {
         let clip = try WAVFile.read(path: reference)
         var configuration = OpusConfiguration()
+        configuration.application = application
+        configuration.complexity = complexity
         configuration.bitrateBitsPerSecond = bitrate
         configuration.inBandFEC = fec
         configuration.expectedLossPercent = fec ? expectedLossPercent ?? max(1, Int(lossPercent.rounded())) : 0
@@ -317,17 +371,17 @@ struct QualityBench: AsyncParsableCommand {
 
     // MARK: Output
 
-    static func table(_ runs: [Run], cases: [LossCase]) -> String {
+    static func table(_ runs: [Run], cases: [LossCase], modes: [Mode]) -> String {
         var lines: [String] = []
         lines.append("PESQ-WB (MOS-LQO, 1.0–4.64), mean over clips [min–max]; targets: ≥ 3.0 at 10 %, ≥ 2.5 at 20 % (Tether's default)")
         lines.append("")
-        let header = "loss                          " + Mode.allCases.map { $0.rawValue.padding(toLength: 20, withPad: " ", startingAt: 0) }.joined()
+        let header = "loss                          " + modes.map { $0.rawValue.padding(toLength: 20, withPad: " ", startingAt: 0) }.joined()
             + "lost / FEC-rebuilt / heard loss (Tether)      JB delay / target"
         lines.append(header)
         lines.append(String(repeating: "─", count: header.count))
         for c in cases {
             var line = c.label.padding(toLength: 30, withPad: " ", startingAt: 0)
-            for mode in Mode.allCases {
+            for mode in modes {
                 let scores = runs.filter { $0.lossCase == c.name && $0.mode == mode }.compactMap(\.pesq)
                 let cell: String
                 if scores.isEmpty {
@@ -385,6 +439,8 @@ struct QualityBench: AsyncParsableCommand {
     }
 }
 
+extension OpusConfiguration.Application: ExpressibleByArgument {}
+
 /// `tether-bench codec-quality`: PESQ of Opus alone under loss (no network, no jitter buffer).
 struct CodecQualityBench: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -405,32 +461,60 @@ struct CodecQualityBench: ParsableCommand {
     @Option(help: "Python with the pesq and numpy modules.")
     var python: String = "python3"
 
+    @Option(help: "Encoder applications to try (voip, audio, restricted-lowdelay).")
+    var application: [OpusConfiguration.Application] = [.voip]
+
+    @Option(help: "Encoder complexities to try (0…10).")
+    var complexity: [Int] = [9]
+
+    @Option(help: "Speech clips (each another voice and other sentences); each score is the mean over them.")
+    var clips: Int = 1
+
     func run() throws {
         try QualityBench.checkTools(python: python)
         try FileManager.default.createDirectory(atPath: workDirectory, withIntermediateDirectories: true)
-        let reference = "\(workDirectory)/clip0.wav"
-        try QualityBench.synthesize(text: QualityBench.sentences[0], voice: QualityBench.voices[0], into: reference, scratch: workDirectory)
+        guard (1...QualityBench.sentences.count).contains(clips) else { throw ValidationError("--clips must be 1…\(QualityBench.sentences.count)") }
+        var references: [String] = []
+        for clip in 0..<clips {
+            let reference = "\(workDirectory)/clip\(clip).wav"
+            try QualityBench.synthesize(
+                text: QualityBench.sentences[clip], voice: QualityBench.voices[clip % QualityBench.voices.count], into: reference,
+                scratch: workDirectory)
+            references.append(reference)
+        }
         var pairs: [(String, String)] = []
-        var labels: [String: String] = [:]
-        for rate in bitrate {
-            for loss in loss {
-                for (fec, expected) in [(true, nil)] + expectedLoss.map { (true, Optional($0)) } + [(false, nil)] {
-                    let path = "\(workDirectory)/codec-\(rate)-\(Int(loss))-\(fec ? "fec\(expected.map { "\($0)" } ?? "")" : "plc").wav"
-                    try QualityBench.codecOnly(
-                        reference: reference, into: path, lossPercent: loss, seed: 1000, fec: fec, bitrate: rate,
-                        expectedLossPercent: expected)
-                    pairs.append((reference, path))
-                    labels[path] = "\(rate / 1000) kb/s, \(Int(loss)) % loss, \(fec ? "FEC (expects \(expected.map { "\($0)" } ?? "\(Int(loss))") %) + PLC" : "PLC only")"
+        var labels: [(String, [String])] = []
+        for app in application {
+            for level in complexity {
+                for rate in bitrate {
+                    for loss in loss {
+                        for (fec, expected) in [(true, nil)] + expectedLoss.map { (true, Optional($0)) } + [(false, nil)] {
+                            let name = "\(app.rawValue)-c\(level)-\(rate)-\(Int(loss))-\(fec ? "fec\(expected.map { "\($0)" } ?? "")" : "plc")"
+                            var paths: [String] = []
+                            for (clip, reference) in references.enumerated() {
+                                let path = "\(workDirectory)/codec-\(name)-clip\(clip).wav"
+                                try QualityBench.codecOnly(
+                                    reference: reference, into: path, lossPercent: loss, seed: 1000 + UInt64(clip), fec: fec,
+                                    bitrate: rate, expectedLossPercent: expected, application: app, complexity: level)
+                                pairs.append((reference, path))
+                                paths.append(path)
+                            }
+                            let fecLabel = fec ? "FEC (expects \(expected.map { "\($0)" } ?? "\(Int(loss))") %) + PLC" : "PLC only"
+                            labels.append(("\(app.rawValue), complexity \(level), \(rate / 1000) kb/s, \(Int(loss)) % loss, \(fecLabel)", paths))
+                        }
+                    }
                 }
             }
         }
         let scores = QualityBench.score(pairs, scorer: QualityBench.scorerPath(), python: python)
-        for (_, path) in pairs {
-            switch scores[path] {
-            case .some(.success(let v)): say(String(format: "%-40@ PESQ-WB %.2f", labels[path]! as NSString, v))
-            case .some(.failure(let m)): say("\(labels[path]!): \(m)")
-            case .none: say("\(labels[path]!): not scored")
+        for (label, paths) in labels {
+            let values = paths.compactMap { if case .some(.success(let v)) = scores[$0] { v } else { nil } }
+            guard !values.isEmpty else {
+                say("\(label): not scored")
+                continue
             }
+            let mean = values.reduce(0, +) / Double(values.count)
+            say(String(format: "%-70@ PESQ-WB %.2f [%.2f–%.2f]", label as NSString, mean, values.min()!, values.max()!))
         }
     }
 }
