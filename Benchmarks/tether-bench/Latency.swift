@@ -21,50 +21,62 @@ struct LatencyBench: AsyncParsableCommand {
     @Option(help: "Device periods in milliseconds.")
     var period: [Int] = [10, 20]
 
+    @Option(help: "Opus frame durations in milliseconds (10, 20, 40, 60), both sessions.")
+    var frame: [Int] = [20]
+
     @Option(help: "Seconds of call per measurement (one burst per second).")
-    var seconds: Double = 10
+    var seconds: Double = 20
 
     @Option(help: "Write every figure as JSON to this file.")
     var json: String?
 
     func run() async throws {
-        print("mouth-to-ear latency: 100 ms 1 kHz bursts spoken into `mic`, heard on `spk.monitor`; Opus 20 ms, adaptive jitter buffer, loopback ICE")
+        print("mouth-to-ear latency: 100 ms 1 kHz bursts spoken into `mic`, heard on `spk.monitor`; adaptive jitter buffer, loopback ICE")
         var rows: [[String: Any]] = []
         var table: [String] = []
-        for b in backend {
-            for p in period {
-                let probe = MouthToEarProbe(backend: b, periodMilliseconds: p, seconds: seconds)
-                let r = try await probe.run { line in print("  [\(b.rawValue) \(p) ms] \(line)") }
-                let line = String(
-                    format: "%-6@ %4d ms   %7.1f   %7.1f   %7.1f   %5d/%-5d   %6d / %-6d   %@ / %@",
-                    b.rawValue as NSString, p, r.medianMilliseconds, r.minimumMilliseconds, r.maximumMilliseconds,
-                    r.latenciesMilliseconds.count, r.burstsSpoken, r.speaker.captureOverruns, r.listener.playbackUnderruns,
-                    r.speaker.captureThreadScheduling as NSString, r.listener.playbackThreadScheduling as NSString)
-                print("  per burst (ms): " + r.latenciesMilliseconds.map { String(format: "%.1f", $0) }.joined(separator: " "))
-                print("  where the time goes (each part as the sessions measured it, mean of one reading a second):")
-                for part in r.parts {
-                    print("    " + part.name.padding(toLength: 16, withPad: " ", startingAt: 0)
-                        + String(format: "%6.1f ms   ", part.milliseconds) + part.source)
+        for f in frame {
+            for b in backend {
+                for p in period {
+                    var probe = MouthToEarProbe(backend: b, periodMilliseconds: p, seconds: seconds)
+                    probe.frameMilliseconds = f
+                    let label = "\(b.rawValue) \(p) ms, Opus \(f) ms"
+                    let r = try await probe.run { line in print("  [\(label)] \(line)") }
+                    let line = String(
+                        format: "%-6@ %4d ms %4d ms %7.1f %7.1f %7.1f   %5d/%-5d %5d / %-5d %6.1f  %5.0f %6.1f / %-6.1f",
+                        b.rawValue as NSString, p, f, r.medianMilliseconds, r.minimumMilliseconds, r.maximumMilliseconds,
+                        r.latenciesMilliseconds.count, r.burstsSpoken, r.speaker.captureOverruns, r.listener.playbackUnderruns,
+                        r.processCPUPercent, r.packetsPerSecond, r.payloadBitsPerSecond / 1000, r.wireBitsPerSecond / 1000)
+                    print("  per burst (ms): " + r.latenciesMilliseconds.map { String(format: "%.1f", $0) }.joined(separator: " "))
+                    print("  where the time goes (each part as the sessions measured it, mean of one reading a second):")
+                    for part in r.parts {
+                        print("    " + part.name.padding(toLength: 16, withPad: " ", startingAt: 0)
+                            + String(format: "%6.1f ms   ", part.milliseconds) + part.source)
+                    }
+                    print("    " + "sum".padding(toLength: 16, withPad: " ", startingAt: 0)
+                        + String(format: "%6.1f ms   measured median %.1f ms: %+.1f ms not in the parts", r.partsMilliseconds,
+                            r.medianMilliseconds, r.medianMilliseconds - r.partsMilliseconds))
+                    print("  threads: capture \(r.speaker.captureThreadScheduling), playback \(r.listener.playbackThreadScheduling), media \(r.speaker.mediaThreadScheduling)")
+                    table.append(line)
+                    print("  " + line)
+                    rows.append([
+                        "backend": b.rawValue, "periodMs": p, "frameMs": f, "medianMs": r.medianMilliseconds,
+                        "minMs": r.minimumMilliseconds, "maxMs": r.maximumMilliseconds, "burstsHeard": r.latenciesMilliseconds.count,
+                        "burstsSpoken": r.burstsSpoken, "calibrationMs": r.calibrationMilliseconds,
+                        "captureOverruns": r.speaker.captureOverruns, "playbackUnderruns": r.listener.playbackUnderruns,
+                        "captureThread": r.speaker.captureThreadScheduling, "playbackThread": r.listener.playbackThreadScheduling,
+                        "mediaThread": r.speaker.mediaThreadScheduling, "latenciesMs": r.latenciesMilliseconds,
+                        "partsMs": Dictionary(uniqueKeysWithValues: r.parts.map { ($0.name, $0.milliseconds) }),
+                        "processCPUPercent": r.processCPUPercent, "packetsPerSecond": r.packetsPerSecond,
+                        "payloadBitsPerSecond": r.payloadBitsPerSecond, "wireBitsPerSecond": r.wireBitsPerSecond, "seconds": seconds,
+                    ])
                 }
-                print("    " + "sum".padding(toLength: 16, withPad: " ", startingAt: 0)
-                    + String(format: "%6.1f ms   measured median %.1f ms, %+.1f ms not in the parts (scheduling, the recorders, what no device reports)",
-                        r.partsMilliseconds, r.medianMilliseconds, r.medianMilliseconds - r.partsMilliseconds))
-                table.append(line)
-                print("  " + line)
-                rows.append([
-                    "backend": b.rawValue, "periodMs": p, "medianMs": r.medianMilliseconds, "minMs": r.minimumMilliseconds,
-                    "maxMs": r.maximumMilliseconds, "burstsHeard": r.latenciesMilliseconds.count, "burstsSpoken": r.burstsSpoken,
-                    "calibrationMs": r.calibrationMilliseconds, "captureOverruns": r.speaker.captureOverruns,
-                    "playbackUnderruns": r.listener.playbackUnderruns, "captureThread": r.speaker.captureThreadScheduling,
-                    "playbackThread": r.listener.playbackThreadScheduling, "mediaThread": r.speaker.mediaThreadScheduling,
-                    "jitterBufferMs": r.listener.jitterBufferDelayMilliseconds ?? NSNull(), "latenciesMs": r.latenciesMilliseconds,
-                    "partsMs": Dictionary(uniqueKeysWithValues: r.parts.map { ($0.name, $0.milliseconds) }),
-                    "seconds": seconds,
-                ])
             }
         }
         print("")
-        print("backend period  median ms  min ms    max ms    heard/spoken  overruns / underruns   capture / playback thread")
+        print("The null sinks' monitors get samples when the sink renders them, a little before the latency the sink")
+        print("reports, so the parts may add up to more than was measured. CPU: the whole process (both sessions, the")
+        print("devices, the probe's player and recorders). Wire: payload + 50 bytes a packet (IPv4, UDP, RTP, SRTP tag).")
+        print("backend period frame   median   min     max     heard/spoken over/underruns  CPU %  pkt/s  kb/s payload / wire")
         for line in table { print(line) }
         if let json {
             let data = try JSONSerialization.data(withJSONObject: ["mouthToEar": rows], options: [.prettyPrinted, .sortedKeys])

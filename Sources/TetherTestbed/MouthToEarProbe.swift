@@ -47,6 +47,16 @@ public struct MouthToEarProbe: Sendable {
 
         /// The parts added up.
         public var partsMilliseconds: Double { parts.reduce(0) { $0 + $1.milliseconds } }
+        /// CPU the whole process used while the bursts were spoken, in percent of one core (both
+        /// sessions, their devices, and the probe's own player and recorders).
+        public var processCPUPercent: Double
+        /// What the speaker sent while the bursts were spoken: packets per second and payload bits
+        /// per second (RTP payload, without headers).
+        public var packetsPerSecond: Double
+        public var payloadBitsPerSecond: Double
+        /// The speaker's send rate on the wire over IPv4: payload plus 50 bytes a packet (IPv4 20,
+        /// UDP 8, RTP 12, SRTP tag 10).
+        public var wireBitsPerSecond: Double { payloadBitsPerSecond + packetsPerSecond * 50 * 8 }
 
         public var medianMilliseconds: Double { Self.percentile(latenciesMilliseconds, 0.5) }
         public var minimumMilliseconds: Double { latenciesMilliseconds.min() ?? .nan }
@@ -72,6 +82,8 @@ public struct MouthToEarProbe: Sendable {
 
     public var backend: Backend
     public var periodMilliseconds: Int
+    /// Opus frame duration of both sessions (10, 20, 40 or 60 ms).
+    public var frameMilliseconds = 20
     /// Seconds of call measured (after one second of settling).
     public var seconds: Double
     /// PulseAudio names of the air: where bursts are spoken, the microphone, the speaker, the ear.
@@ -119,11 +131,13 @@ public struct MouthToEarProbe: Sendable {
         var aConfiguration = CallConfiguration(
             audioSource: microphone, audioSink: DiscardSink(), localAddresses: ["127.0.0.1"], statisticsIntervalSeconds: 0)
         aConfiguration.voiceProcessing = .off
+        aConfiguration.opus.frameDurationMilliseconds = frameMilliseconds
         let a = try CallSession(configuration: aConfiguration)
-        let b = try CallSession(
-            configuration: CallConfiguration(
-                audioSource: TestSignalSource(frequencyHertz: 0, levelDBFS: -.infinity), audioSink: speaker,
-                localAddresses: ["127.0.0.1"], statisticsIntervalSeconds: 0))
+        var bConfiguration = CallConfiguration(
+            audioSource: TestSignalSource(frequencyHertz: 0, levelDBFS: -.infinity), audioSink: speaker,
+            localAddresses: ["127.0.0.1"], statisticsIntervalSeconds: 0)
+        bConfiguration.opus.frameDurationMilliseconds = frameMilliseconds
+        let b = try CallSession(configuration: bConfiguration)
         let signaling = InProcessSignaling(a: a, b: b)
         try await a.start()
         try await b.start()
@@ -145,11 +159,19 @@ public struct MouthToEarProbe: Sendable {
         let earRecorder = try TimedRecorder(source: earSource)
         let mouth = try speak()
         var samples: [(speaker: CallStatistics, listener: CallStatistics)] = []
+        let cpuBefore = Self.processCPUSeconds()
+        let sentBefore = a.statistics()
         let started = ContinuousClock.now
         while ContinuousClock.now - started < .seconds(seconds) {
             try await Task.sleep(for: min(.seconds(1), .seconds(seconds) - (ContinuousClock.now - started)))
             samples.append((a.statistics(), b.statistics()))
         }
+        let elapsed = Double((ContinuousClock.now - started).components.attoseconds) / 1e18
+            + Double((ContinuousClock.now - started).components.seconds)
+        let cpuPercent = (Self.processCPUSeconds() - cpuBefore) / elapsed * 100
+        let sentAfter = samples.last?.speaker ?? sentBefore
+        let packetsPerSecond = Double(sentAfter.packetsSent - sentBefore.packetsSent) / elapsed
+        let payloadBitsPerSecond = Double(sentAfter.bytesSent - sentBefore.bytesSent) * 8 / elapsed
         mouth.stop()
         try await Task.sleep(for: .milliseconds(600))  // the last burst's way through
         let spoken = mouthRecorder.finish()
@@ -171,7 +193,15 @@ public struct MouthToEarProbe: Sendable {
         return Result(
             backend: backend, periodMilliseconds: periodMilliseconds, latenciesMilliseconds: latencies,
             calibrationMilliseconds: calibration, burstsSpoken: mouthOnsets.count, speaker: speakerStatistics,
-            listener: listenerStatistics, parts: Self.parts(samples))
+            listener: listenerStatistics, parts: Self.parts(samples), processCPUPercent: cpuPercent,
+            packetsPerSecond: packetsPerSecond, payloadBitsPerSecond: payloadBitsPerSecond)
+    }
+
+    /// User and system CPU time of the whole process so far, in seconds.
+    static func processCPUSeconds() -> Double {
+        var usage = rusage()
+        getrusage(RUSAGE_SELF.rawValue, &usage)
+        return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
     }
 
     /// The parts of the delay from the sessions' own figures: the speaker's capture device, frame
@@ -184,7 +214,7 @@ public struct MouthToEarProbe: Sendable {
         }
         let rows: [(String, Double?, String)] = [
             ("capture device", mean(samples.map(\.speaker.captureDeviceLatencyMilliseconds)), "speaker's device latency"),
-            ("frame", mean(samples.map { Double($0.speaker.packetTimeMilliseconds) }), "Opus frame filled before encoding"),
+            ("frame", mean(samples.map { Double($0.speaker.packetTimeMilliseconds) }), "the Opus frame, filled before it is encoded"),
             ("look-ahead", mean(samples.map(\.speaker.encoderLookaheadMilliseconds)), "libopus OPUS_GET_LOOKAHEAD"),
             ("network", mean(samples.map { $0.listener.roundTripTimeMilliseconds.map { $0 / 2 } }), "half the RTCP round trip"),
             ("jitter buffer", mean(samples.map(\.listener.jitterBufferDelayMilliseconds)), "listener's playout delay"),
