@@ -70,11 +70,14 @@ public struct MouthToEarProbe: Sendable {
     }
 
     public enum ProbeError: Error, CustomStringConvertible {
-        case callNotEstablished
+        /// What each side had reached (state, packets received and decoded frames, and the
+        /// playback device's frames) when the probe gave up.
+        case callNotEstablished(speaker: String, listener: String)
         case noBurstsHeard(spoken: Int)
         public var description: String {
             switch self {
-            case .callNotEstablished: "the call did not reach established within 10 s"
+            case .callNotEstablished(let speaker, let listener):
+                "the call did not reach established within 10 s (speaker: \(speaker); listener: \(listener))"
             case .noBurstsHeard(let spoken): "none of the \(spoken) bursts spoken was heard at the speaker"
             }
         }
@@ -145,9 +148,15 @@ public struct MouthToEarProbe: Sendable {
         var waited = 0
         while a.state != .established || b.state != .established {
             if waited >= 1000 {
+                func summary(_ session: CallSession) -> String {
+                    let s = session.statistics()
+                    return "\(session.state), \(s.packetsReceived) packets in, \(s.framesDecoded) decoded, "
+                        + "\(s.playbackDevice) \(s.playbackUnderruns) underruns"
+                }
+                let error = ProbeError.callNotEstablished(speaker: summary(a), listener: summary(b))
                 await a.hangUp()
                 await b.hangUp()
-                throw ProbeError.callNotEstablished
+                throw error
             }
             try await Task.sleep(for: .milliseconds(10))
             waited += 10

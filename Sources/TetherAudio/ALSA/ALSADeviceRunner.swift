@@ -243,7 +243,8 @@ struct ALSADeviceLoop: Sendable {
     /// close to when it is played (it keeps one period queued: `PlaybackDemand`). When the ring
     /// is empty while the running device still holds a period or more, the thread waits for the
     /// media loop a millisecond at a time, up to half a period; then, or when the device holds
-    /// less or has not started, it plays a period of silence (an underrun).
+    /// less or has not started, it plays silence for the room there is (an underrun). A stream
+    /// not yet started takes what room it has, so that it fills and starts.
     /// - Note: Called on the device thread; must not allocate.
     private func playbackLoop(pcm: OpaquePointer, stopFlag: Unmanaged<RealtimeThread>) -> Outcome {
         let staging = state.frame
@@ -261,9 +262,19 @@ struct ALSADeviceLoop: Sendable {
                 continue
             }
             let period = state.periodFrames
-            if room < period {
+            let running = snd_pcm_state(pcm) == SND_PCM_STATE_RUNNING
+            // A stream that has not started takes what room it has (it starts when full).
+            if room < period && (running || room == 0) {
                 let waited = snd_pcm_wait(pcm, ALSADeviceRunner.waitTimeoutMilliseconds)
                 if waited < 0, let lost = recover(pcm: pcm, code: waited, xruns: &xruns) { return .lost(lost) }
+                // The pulse plugin reports the stream ready as soon as any room is free, not a
+                // period: sleep until a period should be, rather than spin at realtime priority.
+                let free = snd_pcm_avail_update(pcm)
+                if waited >= 0, free >= 0, free < period {
+                    let missing = UInt64(period - Int(free))
+                    MonotonicClock.sleep(
+                        untilNanoseconds: MonotonicClock.nanoseconds() &+ missing * 1_000_000_000 / UInt64(max(1, sampleRateHertz)))
+                }
                 continue
             }
             var source = UnsafePointer(base)
@@ -271,9 +282,7 @@ struct ALSADeviceLoop: Sendable {
             if count > 0 {
                 io.signal()
                 waitedForRing = 0
-            } else if waitedForRing < period / 2, state.bufferFrames - Int(room) >= period,
-                snd_pcm_state(pcm) == SND_PCM_STATE_RUNNING
-            {
+            } else if waitedForRing < period / 2, state.bufferFrames - Int(room) >= period, running {
                 // The device still plays a period or more: give the media loop a moment.
                 MonotonicClock.sleep(untilNanoseconds: MonotonicClock.nanoseconds() &+ 1_000_000)
                 waitedForRing += sampleRateHertz / 1000
@@ -283,7 +292,7 @@ struct ALSADeviceLoop: Sendable {
                 io.countUnderrun()
                 io.signal()  // the media loop is behind: wake it
                 source = UnsafePointer(state.silence.baseAddress!)
-                count = min(period, state.silence.count)
+                count = min(Int(room), state.silence.count)
             }
             var written = 0
             while written < count {
