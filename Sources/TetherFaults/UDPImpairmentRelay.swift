@@ -202,11 +202,11 @@ final class RelayCore: Sendable {
     let socketB: Int32
     let wake: Int32
     let maximumQueuedPackets: Int
-    let state: Mutex<RelayState>
+    let state: LockedValue<RelayState>
     /// Set once by `stop()`; read by the relay thread after each wake-up. Releasing/acquiring
     /// so the thread sees everything `stop()` did before it.
     let stopRequested = Atomic<Bool>(false)
-    let stopped = Mutex<Bool>(false)
+    let stopped = LockedValue<Bool>(false)
     let finished = DispatchSemaphore(value: 0)
 
     init(socketA: Int32, socketB: Int32, wake: Int32, seed: UInt64, impairments: UDPImpairments, maximumQueuedPackets: Int) {
@@ -214,7 +214,7 @@ final class RelayCore: Sendable {
         self.socketB = socketB
         self.wake = wake
         self.maximumQueuedPackets = maximumQueuedPackets
-        state = Mutex(RelayState(impairments: impairments, model: ImpairmentModel(seed: seed)))
+        state = LockedValue(RelayState(impairments: impairments, model: ImpairmentModel(seed: seed)))
     }
 
     func stop() {
