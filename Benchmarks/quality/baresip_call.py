@@ -20,11 +20,10 @@ its first packet. After the clip (and a second of tail) both calls get a BYE.
 Prints one JSON line: {"recording": HEARD.wav, "seconds": ..., "srtpErrors": ...} or
 {"error": "..."}.
 """
-import argparse, glob, json, os, random, re, select, shutil, socket, subprocess, sys, tempfile, time, wave
+import argparse, glob, json, os, re, select, shutil, socket, subprocess, sys, tempfile, time, wave
 
-
-def token():
-    return "%016x" % random.getrandbits(64)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "interop"))
+from sipmsg import response, split, token  # noqa: E402  (shared with scripts/interop/baresip-peer.py)
 
 
 def free_port(kind):
@@ -33,17 +32,6 @@ def free_port(kind):
     port = s.getsockname()[1]
     s.close()
     return port
-
-
-def split(message):
-    """Headers (lower-case name → values) and body of a SIP message; the start line under ''."""
-    head, _, body = message.partition("\r\n\r\n")
-    lines = head.split("\r\n")
-    headers = {"": [lines[0]]}
-    for line in lines[1:]:
-        name, _, value = line.partition(":")
-        headers.setdefault(name.strip().lower(), []).append(value.strip())
-    return headers, body
 
 
 def media_at(sdp, port):
@@ -152,18 +140,7 @@ def main():
             sock.sendto(("\r\n".join(lines) + "\r\n\r\n" + body).encode(), b_addr)
 
         def respond(request, source, code, phrase, body=""):
-            head, _ = split(request)
-            lines = [f"SIP/2.0 {code} {phrase}"]
-            for name in ("via", "from", "to", "call-id", "cseq"):
-                for value in head.get(name, []):
-                    if name == "to" and code != 100 and "tag=" not in value:
-                        value += ";tag=" + a_info.setdefault("tag", token()[:8])
-                    lines.append(f"{name.title() if name != 'call-id' else 'Call-ID'}: {value}")
-            lines.append(f"Contact: <sip:b@127.0.0.1:{our_port}>")
-            if body:
-                lines.append("Content-Type: application/sdp")
-            lines.append(f"Content-Length: {len(body.encode())}")
-            text = "\r\n".join(lines) + "\r\n\r\n" + body
+            text = response(request, code, phrase, a_info.setdefault("tag", token()[:8]), f"sip:b@127.0.0.1:{our_port}", body)
             sock.sendto(text.encode(), source)
             return text
 

@@ -45,18 +45,15 @@ On stdout: offer/answer lines, state lines (established, ended) and report lines
   has not ended). baresip logs each as "received event: '1' (end=0)", then (end=1).
 - srtpErrors: how many SRTP failures baresip logged; established: whether it logged one.
 """
-import argparse, glob, json, math, os, random, re, select, shutil, socket, subprocess, sys, tempfile, time
+import argparse, glob, json, math, os, re, select, shutil, socket, subprocess, sys, tempfile, time
 
+from sipmsg import response, split, token
 from tones import dominant_hertz, wav_samples
 
 
 def out(obj):
     sys.stdout.write(json.dumps(obj) + "\n")
     sys.stdout.flush()
-
-
-def token():
-    return "%016x" % random.getrandbits(64)
 
 
 class SIP:
@@ -90,18 +87,7 @@ class SIP:
 
     def respond(self, request, code, phrase, body="", to=None):
         """A response to `request` (sent to `to`, baresip's address by default); returns its text."""
-        head, _ = split(request)
-        lines = [f"SIP/2.0 {code} {phrase}"]
-        for name in ("via", "from", "to", "call-id", "cseq"):
-            for value in head.get(name, []):
-                if name == "to" and code != 100 and "tag=" not in value:
-                    value += f";tag={self.local_tag}"
-                lines.append(f"{name.title() if name != 'call-id' else 'Call-ID'}: {value}")
-        lines.append(f"Contact: <sip:tether@127.0.0.1:{self.port}>")
-        if body:
-            lines.append("Content-Type: application/sdp")
-        lines.append(f"Content-Length: {len(body.encode())}")
-        text = "\r\n".join(lines) + "\r\n\r\n" + body
+        text = response(request, code, phrase, self.local_tag, f"sip:tether@127.0.0.1:{self.port}", body)
         self.send(text, to)
         return text
 
@@ -139,17 +125,6 @@ class Control:
             found.append(json.loads(rest[:int(size)]))
             self.buffer = rest[int(size) + 1:]
         return found
-
-
-def split(message):
-    """Headers (lower-case name → values) and body of a SIP message; the start line under ''."""
-    head, _, body = message.partition("\r\n\r\n")
-    lines = head.split("\r\n")
-    headers = {"": [lines[0]]}
-    for line in lines[1:]:
-        name, _, value = line.partition(":")
-        headers.setdefault(name.strip().lower(), []).append(value.strip())
-    return headers, body
 
 
 def direction(sdp):
