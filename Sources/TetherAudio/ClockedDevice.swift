@@ -34,14 +34,14 @@ final class DeviceCounters: Sendable {
     }
 
     var snapshot: AudioDeviceStatistics {
-        AudioDeviceStatistics(
+        let latency = latencyMicroseconds.load(ordering: .relaxed)
+        return AudioDeviceStatistics(
             framesTransferred: framesTransferred.load(ordering: .relaxed),
             overruns: overruns.load(ordering: .relaxed),
             underruns: underruns.load(ordering: .relaxed),
             resynchronizations: resynchronizations.load(ordering: .relaxed),
             scheduling: Self.scheduling(code: scheduling.load(ordering: .relaxed)),
-            latencyMilliseconds: latencyMicroseconds.load(ordering: .relaxed) < 0
-                ? nil : Double(latencyMicroseconds.load(ordering: .relaxed)) / 1000)
+            latencyMilliseconds: latency < 0 ? nil : Double(latency) / 1000)
     }
 
     static func schedulingCode(_ scheduling: ThreadScheduling) -> Int {
@@ -147,7 +147,7 @@ struct DeviceThreadIO: Sendable {
             return true
         }
         frame.update(repeating: 0)
-        counters._withUnsafeGuaranteedRef { _ = $0.underruns.add(1, ordering: .relaxed) }
+        countUnderrun()
         return false
     }
 

@@ -170,13 +170,16 @@ public struct MouthToEarProbe: Sendable {
         var samples: [(speaker: CallStatistics, listener: CallStatistics)] = []
         let cpuBefore = Self.processCPUSeconds()
         let sentBefore = a.statistics()
-        let started = ContinuousClock.now
-        while ContinuousClock.now - started < .seconds(seconds) {
-            try await Task.sleep(for: min(.seconds(1), .seconds(seconds) - (ContinuousClock.now - started)))
+        // One reading a second; the rates are over the time to the last reading.
+        let started = MonotonicClock.nanoseconds()
+        let end = started + UInt64(seconds * 1e9)
+        var sampledAt = started
+        while sampledAt < end {
+            try await Task.sleep(nanoseconds: min(1_000_000_000, end - sampledAt))
             samples.append((a.statistics(), b.statistics()))
+            sampledAt = MonotonicClock.nanoseconds()
         }
-        let elapsed = Double((ContinuousClock.now - started).components.attoseconds) / 1e18
-            + Double((ContinuousClock.now - started).components.seconds)
+        let elapsed = Double(sampledAt - started) / 1e9
         let cpuPercent = (Self.processCPUSeconds() - cpuBefore) / elapsed * 100
         let sentAfter = samples.last?.speaker ?? sentBefore
         let packetsPerSecond = Double(sentAfter.packetsSent - sentBefore.packetsSent) / elapsed

@@ -105,7 +105,7 @@ final class PulseStreamEngine: @unchecked Sendable {
             api = pa_threaded_mainloop_get_api(loop)
             sampleSpec = pa_sample_spec(format: PA_SAMPLE_S16LE, rate: UInt32(format.sampleRateHertz), channels: 1)
             self.endpoint = endpoint
-            io = PulseStreamIO.allocate(endpoint: endpoint, counters: counters)
+            io = PulseStreamIO.allocate(endpoint: endpoint, counters: counters, direction: direction)
             pa_threaded_mainloop_set_name(loop, direction == .capture ? "tether-pa-in" : "tether-pa-out")
             guard pa_threaded_mainloop_start(loop) >= 0 else {
                 shutDown()

@@ -14,8 +14,8 @@ struct PulseStreamIO {
 
     let io: DeviceThreadIO
     private let counters: Unmanaged<DeviceCounters>
-    /// One endpoint frame: capture accumulates samples here until the frame is whole (playback
-    /// writes from the ring straight into the server's buffer and does not use it).
+    /// One endpoint frame: capture accumulates samples here until the frame is whole (empty for
+    /// playback, which writes from the ring straight into the server's buffer).
     private let frame: UnsafeMutableBufferPointer<Int16>
     /// Capture: samples already in `frame`. Playback: samples taken from the ring since the last
     /// whole frame counted.
@@ -30,9 +30,12 @@ struct PulseStreamIO {
     var api: UnsafeMutablePointer<pa_mainloop_api>?
     private var schedulingRequested = false
 
-    /// Allocates the staging frame. Call `deallocate()` when the run is over.
-    static func allocate(endpoint: AudioEndpoint, counters: DeviceCounters) -> UnsafeMutablePointer<PulseStreamIO> {
-        let samplesPerFrame = endpoint.format.samplesPerFrame
+    /// Allocates the storage (and, for capture, the staging frame). Call `deallocate()` when the
+    /// run is over.
+    static func allocate(endpoint: AudioEndpoint, counters: DeviceCounters, direction: PulseDirection)
+        -> UnsafeMutablePointer<PulseStreamIO>
+    {
+        let samplesPerFrame = direction == .capture ? endpoint.format.samplesPerFrame : 0
         let frame = UnsafeMutableBufferPointer<Int16>.allocate(capacity: samplesPerFrame)
         frame.initialize(repeating: 0)
         let pointer = UnsafeMutablePointer<PulseStreamIO>.allocate(capacity: 1)
