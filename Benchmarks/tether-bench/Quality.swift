@@ -46,6 +46,9 @@ struct QualityBench: AsyncParsableCommand {
     @Flag(inversion: .prefixedNo, help: "Run the baresip → baresip column (Debian's baresip, SDES, Opus 32 kb/s with its FEC on).")
     var baresip = true
 
+    @Option(help: "Receivers (columns) to run: fecPLC, plc, none, baresip; default all of them.")
+    var receivers: [String] = []
+
     enum Mode: String, CaseIterable, Sendable {
         case fecAndConcealment = "Tether (all)"
         case concealmentOnly = "PLC only"
@@ -133,11 +136,13 @@ struct QualityBench: AsyncParsableCommand {
         try FileManager.default.createDirectory(atPath: workDirectory, withIntermediateDirectories: true)
         let scorer = Self.scorerPath()
 
-        if baresip, ChildProcess.run(["sh", "-c", "command -v baresip"]).status != 0 {
+        if baresip, receivers.isEmpty || receivers.contains(Mode.baresip.key), ChildProcess.run(["sh", "-c", "command -v baresip"]).status != 0 {
             throw ValidationError("baresip is not installed (apt install baresip-core), or pass --no-baresip")
         }
-        let modes = Mode.allCases.filter { baresip || $0 != .baresip }
-        say("quality: \(clips) clip(s) × \(lossCases.count) case(s) × \(modes.count) receivers; Opus 20 ms 32 kb/s, adaptive jitter buffer, loopback ICE through the relay (loss both ways)")
+        let unknown = receivers.filter { name in !Mode.allCases.contains { $0.key == name } }
+        guard unknown.isEmpty else { throw ValidationError("unknown receiver(s) \(unknown): use fecPLC, plc, none, baresip") }
+        let modes = Mode.allCases.filter { (baresip || $0 != .baresip) && (receivers.isEmpty || receivers.contains($0.key)) }
+        say("quality: \(clips) clip(s) × \(lossCases.count) case(s) × \(modes.count) receivers; Opus 20 ms 32 kb/s \(OpusConfiguration().maximumBandwidth.rawValue), adaptive jitter buffer, loopback ICE through the relay (loss both ways)")
         var references: [String] = []
         for clip in 0..<clips {
             let path = "\(workDirectory)/clip\(clip).wav"
@@ -265,12 +270,14 @@ struct QualityBench: AsyncParsableCommand {
     /// packet in `every` lost on a fixed pattern: the ceiling a receiver can reach.
     static func codecOnly(
         reference: String, into path: String, lossPercent: Double, seed: UInt64, fec: Bool, bitrate: Int = 32_000,
-        expectedLossPercent: Int? = nil, application: OpusConfiguration.Application = .voip, complexity: Int = 9
-    ) throws {
+        expectedLossPercent: Int? = nil, application: OpusConfiguration.Application = .voip, complexity: Int = 9,
+        bandwidth: OpusConfiguration.Bandwidth = .wideband
+    ) throws -> Double {
         let clip = try WAVFile.read(path: reference)
         var configuration = OpusConfiguration()
         configuration.application = application
         configuration.complexity = complexity
+        configuration.maximumBandwidth = bandwidth
         configuration.bitrateBitsPerSecond = bitrate
         configuration.inBandFEC = fec
         configuration.expectedLossPercent = fec ? expectedLossPercent ?? max(1, Int(lossPercent.rounded())) : 0
@@ -302,6 +309,9 @@ struct QualityBench: AsyncParsableCommand {
             }
         }
         try WAVFile.write(samples: output, sampleRateHertz: 48_000, to: path)
+        // The payload's mean rate, in kilobits per second.
+        let bytes = packets.reduce(0) { $0 + $1.count }
+        return Double(bytes * 8) / (Double(frames * frame) / Double(OpusConfiguration.sampleRateHertz)) / 1000
     }
 
     struct SplitMix {
@@ -440,6 +450,7 @@ struct QualityBench: AsyncParsableCommand {
 }
 
 extension OpusConfiguration.Application: ExpressibleByArgument {}
+extension OpusConfiguration.Bandwidth: ExpressibleByArgument {}
 
 /// `tether-bench codec-quality`: PESQ of Opus alone under loss (no network, no jitter buffer).
 struct CodecQualityBench: ParsableCommand {
@@ -467,6 +478,9 @@ struct CodecQualityBench: ParsableCommand {
     @Option(help: "Encoder complexities to try (0…10).")
     var complexity: [Int] = [9]
 
+    @Option(help: "Maximum bandwidths to try (narrowband, mediumband, wideband, super-wideband, fullband).")
+    var bandwidth: [OpusConfiguration.Bandwidth] = [.wideband]
+
     @Option(help: "Speech clips (each another voice and other sentences); each score is the mean over them.")
     var clips: Int = 1
 
@@ -483,38 +497,45 @@ struct CodecQualityBench: ParsableCommand {
             references.append(reference)
         }
         var pairs: [(String, String)] = []
-        var labels: [(String, [String])] = []
-        for app in application {
-            for level in complexity {
-                for rate in bitrate {
-                    for loss in loss {
-                        for (fec, expected) in [(true, nil)] + expectedLoss.map { (true, Optional($0)) } + [(false, nil)] {
-                            let name = "\(app.rawValue)-c\(level)-\(rate)-\(Int(loss))-\(fec ? "fec\(expected.map { "\($0)" } ?? "")" : "plc")"
-                            var paths: [String] = []
-                            for (clip, reference) in references.enumerated() {
-                                let path = "\(workDirectory)/codec-\(name)-clip\(clip).wav"
-                                try QualityBench.codecOnly(
-                                    reference: reference, into: path, lossPercent: loss, seed: 1000 + UInt64(clip), fec: fec,
-                                    bitrate: rate, expectedLossPercent: expected, application: app, complexity: level)
-                                pairs.append((reference, path))
-                                paths.append(path)
+        var labels: [(String, [String], Double)] = []
+        let fecCases: [(Bool, Int?)] = [(true, nil)] + expectedLoss.map { (true, Optional($0)) } + [(false, nil)]
+        for band in bandwidth {
+            for app in application {
+                for level in complexity {
+                    for rate in bitrate {
+                        for loss in loss {
+                            for (fec, expected) in fecCases {
+                                let fecName = fec ? "fec\(expected.map { "\($0)" } ?? "")" : "plc"
+                                let name = "\(band.rawValue)-\(app.rawValue)-c\(level)-\(rate)-\(Int(loss))-\(fecName)"
+                                var paths: [String] = []
+                                var payloadRate = 0.0
+                                for (clip, reference) in references.enumerated() {
+                                    let path = "\(workDirectory)/codec-\(name)-clip\(clip).wav"
+                                    payloadRate += try QualityBench.codecOnly(
+                                        reference: reference, into: path, lossPercent: loss, seed: 1000 + UInt64(clip), fec: fec,
+                                        bitrate: rate, expectedLossPercent: expected, application: app, complexity: level, bandwidth: band)
+                                    pairs.append((reference, path))
+                                    paths.append(path)
+                                }
+                                let fecLabel = fec ? "FEC (expects \(expected.map { "\($0)" } ?? "\(Int(loss))") %) + PLC" : "PLC only"
+                                let label = "\(band.rawValue), \(app.rawValue), complexity \(level), \(rate / 1000) kb/s, \(Int(loss)) % loss, \(fecLabel)"
+                                labels.append((label, paths, payloadRate / Double(paths.count)))
                             }
-                            let fecLabel = fec ? "FEC (expects \(expected.map { "\($0)" } ?? "\(Int(loss))") %) + PLC" : "PLC only"
-                            labels.append(("\(app.rawValue), complexity \(level), \(rate / 1000) kb/s, \(Int(loss)) % loss, \(fecLabel)", paths))
                         }
                     }
                 }
             }
         }
         let scores = QualityBench.score(pairs, scorer: QualityBench.scorerPath(), python: python)
-        for (label, paths) in labels {
+        for (label, paths, payloadRate) in labels {
             let values = paths.compactMap { if case .some(.success(let v)) = scores[$0] { v } else { nil } }
             guard !values.isEmpty else {
                 say("\(label): not scored")
                 continue
             }
             let mean = values.reduce(0, +) / Double(values.count)
-            say(String(format: "%-70@ PESQ-WB %.2f [%.2f–%.2f]", label as NSString, mean, values.min()!, values.max()!))
+            let figures = String(format: "PESQ-WB %.2f [%.2f–%.2f], payload %.1f kb/s", mean, values.min()!, values.max()!, payloadRate)
+            say(label.padding(toLength: max(label.count, 86), withPad: " ", startingAt: 0) + figures)
         }
     }
 }

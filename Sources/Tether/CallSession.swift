@@ -862,6 +862,7 @@ public actor CallSession {
             localAddress: context.localAddress, remoteAddress: context.remoteAddress,
             durationSeconds: Double(MonotonicClock.nanoseconds() - createdAtNanoseconds) / 1e9, recovery: context.recovery)
         statistics.encoderLookaheadMilliseconds = context.encoderLookaheadMilliseconds
+        statistics.encoderMaximumBandwidth = context.encoderMaximumBandwidth
         statistics.playbackQueueMilliseconds = c.playbackQueueMilliseconds
         statistics.captureDeviceLatencyMilliseconds = source.latencyMilliseconds
         statistics.playbackDeviceLatencyMilliseconds = sink.latencyMilliseconds
@@ -954,6 +955,8 @@ public actor CallSession {
             opusParameters: OpusParameters(
                 // Room for the sender's loss adaptation to add bitrate for FEC (LossAdaptation
                 // raises it up to twice the base).
+                // What we send is coded no wider than this (RFC 7587's hint to the receiver).
+                spropMaxCaptureRateHz: UInt32(opus.maximumBandwidth.sampleRateHertz),
                 maxAverageBitrateBitsPerSecond: UInt32(min(510_000, opus.bitrateBitsPerSecond * 2)), minPtimeMilliseconds: 10,
                 useInbandFEC: opus.inBandFEC, useDTX: opus.discontinuousTransmission),
             ptimeMilliseconds: UInt32(opus.frameDurationMilliseconds), iceUfrag: ufrag, icePwd: pwd,
@@ -1130,6 +1133,10 @@ public actor CallSession {
             if let cap = result.remoteOpusParameters.maxAverageBitrateBitsPerSecond, cap >= 6000 {
                 opus.bitrateBitsPerSecond = min(opus.bitrateBitsPerSecond, Int(cap))
             }
+            // A peer that renders at most `maxplaybackrate` gets nothing wider (RFC 7587 §6.1).
+            if let rate = result.remoteOpusParameters.maxPlaybackRateHz {
+                opus.maximumBandwidth = min(opus.maximumBandwidth, OpusConfiguration.Bandwidth(sampleRateHertz: Int(rate)))
+            }
             let adaptation = LossAdaptation(
                 baseBitrateBitsPerSecond: opus.bitrateBitsPerSecond,
                 maximumBitrateBitsPerSecond: result.remoteOpusParameters.maxAverageBitrateBitsPerSecond.map { Int($0) }
@@ -1172,6 +1179,7 @@ public actor CallSession {
             $0.suite = ourKey.suite.rawValue
             $0.bitrate = setup.encoder.configuration.bitrateBitsPerSecond
             $0.encoderLookaheadMilliseconds = Double(setup.encoder.lookaheadSamples) * 1000 / Double(OpusConfiguration.sampleRateHertz)
+            $0.encoderMaximumBandwidth = setup.encoder.configuration.maximumBandwidth.rawValue
         }
     }
 
@@ -1677,6 +1685,7 @@ struct StatisticsContext {
     var direction = "sendrecv"
     var voiceProcessing = "off"
     var encoderLookaheadMilliseconds = 0.0
+    var encoderMaximumBandwidth = ""
     var source: (any AudioSource)?
     var sink: (any AudioSink)?
 }

@@ -12,6 +12,9 @@ public struct CallStatistics: Sendable, Equatable {
     public var packetTimeMilliseconds: Int
     /// Target Opus bitrate in bits per second.
     public var targetBitrateBitsPerSecond: Int
+    /// The widest band the encoder codes (`OpusConfiguration.Bandwidth`'s raw value: `wideband`
+    /// by default, narrower when the peer's `maxplaybackrate` asks; empty before media).
+    public var encoderMaximumBandwidth: String = ""
     /// The negotiated SRTP suite.
     public var srtpSuite: String
     /// How SRTP was keyed: `SDES` or `DTLS-SRTP` (empty before negotiation).

@@ -21,6 +21,24 @@ public enum OpusPacket {
         return mode(toc: toc)
     }
 
+    /// The audio band `packet` codes (RFC 6716 §3.1, Table 2: the TOC's configuration), or nil
+    /// for an empty packet.
+    public static func bandwidth(of packet: UnsafeRawBufferPointer) -> OpusConfiguration.Bandwidth? {
+        guard let toc = firstByte(packet) else { return nil }
+        let configuration = Int(toc >> 3)
+        switch configuration {
+        case 0...3: return .narrowband
+        case 4...7: return .mediumband
+        case 8...11: return .wideband
+        case 12...13: return .superWideband
+        case 14...15: return .fullband
+        case 16...19: return .narrowband
+        case 20...23: return .wideband
+        case 24...27: return .superWideband
+        default: return .fullband
+        }
+    }
+
     /// The TOC byte. (Not `packet.first`: unspecialised in a debug build, the generic
     /// `Collection.first` allocates, and the media thread calls this per lost frame.)
     @inline(__always)

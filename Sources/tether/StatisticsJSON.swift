@@ -35,6 +35,7 @@ enum StatisticsJSON {
         if let delay = s.jitterBufferDelayMilliseconds { o["jitterBufferMs"] = delay }
         // Where the delay is: each part as this side measures it (nil parts absent).
         o["encoderLookaheadMs"] = s.encoderLookaheadMilliseconds
+        o["encoderMaxBandwidth"] = s.encoderMaximumBandwidth
         if let queue = s.playbackQueueMilliseconds { o["playbackQueueMs"] = queue }
         if let device = s.captureDeviceLatencyMilliseconds { o["captureDeviceLatencyMs"] = device }
         if let device = s.playbackDeviceLatencyMilliseconds { o["playbackDeviceLatencyMs"] = device }

@@ -8,7 +8,7 @@ enum StatisticsTable {
         func ms(_ v: Double?) -> String { v.map { String(format: "%.1f ms", $0) } ?? "—" }
         func pct(_ v: Double) -> String { String(format: "%.1f %%", v * 100) }
         let rows: [(String, (CallStatistics) -> String)] = [
-            ("codec", { "\($0.codec) pt \($0.payloadType), \($0.packetTimeMilliseconds) ms, \($0.targetBitrateBitsPerSecond / 1000) kb/s" }),
+            ("codec", { "\($0.codec) pt \($0.payloadType), \($0.packetTimeMilliseconds) ms, \($0.targetBitrateBitsPerSecond / 1000) kb/s\($0.encoderMaximumBandwidth.isEmpty ? "" : ", " + $0.encoderMaximumBandwidth)" }),
             ("SRTP suite", { $0.srtpSuite }),
             ("packets sent", { "\($0.packetsSent)" }),
             ("bytes sent", { "\($0.bytesSent)" }),

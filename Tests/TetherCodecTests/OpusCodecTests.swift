@@ -43,6 +43,59 @@ struct OpusCodecTests {
         #expect(abs(20 * log10(level / expected)) < 1.5)
     }
 
+    /// The maximum bandwidth is the encoder's, and a call can change it: a voice-level tone with
+    /// a 10 kHz partial is coded wideband (SILK, nothing above 8 kHz) by default, wider than that
+    /// once fullband is allowed, and wideband again when it is taken back.
+    @Test func theMaximumBandwidthBoundsEveryPacket() throws {
+        let encoder = try OpusEncoder(configuration: OpusConfiguration())
+        #expect(encoder.configuration.maximumBandwidth == .wideband)
+        var packet = [UInt8](repeating: 0, count: 1500)
+        var frame = 0
+        func widestOf(_ frames: Int) throws -> OpusConfiguration.Bandwidth {
+            var widest = OpusConfiguration.Bandwidth.narrowband
+            for _ in 0..<frames {
+                let low = sine(300, amplitude: 0.2, count: 960, start: frame * 960)
+                let high = sine(10_000, amplitude: 0.1, count: 960, start: frame * 960)
+                let pcm = zip(low, high).map { $0 &+ $1 }
+                frame += 1
+                let len = try pcm.withUnsafeBufferPointer { p in
+                    try packet.withUnsafeMutableBytes { try encoder.encode(p.baseAddress!, into: $0) }
+                }
+                let band = try #require(packet.withUnsafeBytes { OpusPacket.bandwidth(of: UnsafeRawBufferPointer(rebasing: $0[0..<len])) })
+                widest = max(widest, band)
+            }
+            return widest
+        }
+        #expect(try widestOf(50) == .wideband)
+        var wider = encoder.configuration
+        wider.maximumBandwidth = .fullband
+        try encoder.apply(wider)
+        #expect(try widestOf(50) > .wideband)
+        wider.maximumBandwidth = .wideband
+        try encoder.apply(wider)
+        _ = try widestOf(5)  // libopus narrows over a few frames
+        #expect(try widestOf(50) == .wideband)
+    }
+
+    /// RFC 7587's rates map to the widest band they carry; RFC 6716's TOC table reads back.
+    @Test func bandwidthsFromRatesAndFromTOCBytes() {
+        #expect(OpusConfiguration.Bandwidth(sampleRateHertz: 48_000) == .fullband)
+        #expect(OpusConfiguration.Bandwidth(sampleRateHertz: 44_100) == .superWideband)
+        #expect(OpusConfiguration.Bandwidth(sampleRateHertz: 16_000) == .wideband)
+        #expect(OpusConfiguration.Bandwidth(sampleRateHertz: 15_999) == .mediumband)
+        #expect(OpusConfiguration.Bandwidth(sampleRateHertz: 8_000) == .narrowband)
+        #expect(OpusConfiguration.Bandwidth(sampleRateHertz: 0) == .narrowband)
+        let expected: [(UInt8, OpusConfiguration.Bandwidth)] = [
+            (0, .narrowband), (4, .mediumband), (11, .wideband), (12, .superWideband), (15, .fullband),
+            (16, .narrowband), (20, .wideband), (27, .superWideband), (31, .fullband),
+        ]
+        for (configuration, band) in expected {
+            let toc: [UInt8] = [configuration << 3, 0]
+            #expect(toc.withUnsafeBytes { OpusPacket.bandwidth(of: $0) } == band)
+        }
+        #expect([UInt8]().withUnsafeBytes { OpusPacket.bandwidth(of: $0) } == nil)
+    }
+
     /// The application is the encoder's: VoIP (the default) and audio look 6.5 ms ahead, restricted
     /// low delay (CELT only) 2.5 ms; each codes a tone that decodes at its level.
     @Test(arguments: OpusConfiguration.Application.allCases)
@@ -76,7 +129,9 @@ struct OpusCodecTests {
         var out = [Int16](repeating: 0, count: 960)
         for f in 0..<25 {
             let pcm = sine(440, amplitude: 0.3, count: 960, start: f * 960)
-            let len = try pcm.withUnsafeBufferPointer { p in try packet.withUnsafeMutableBytes { try encoder.encode(p.baseAddress!, into: $0) } }
+            let len = try pcm.withUnsafeBufferPointer { p in
+                try packet.withUnsafeMutableBytes { try encoder.encode(p.baseAddress!, into: $0) }
+            }
             _ = try packet.withUnsafeBytes { pk in
                 try out.withUnsafeMutableBufferPointer { try decoder.decode(UnsafeRawBufferPointer(rebasing: pk[0..<len]), into: $0) }
             }
@@ -100,7 +155,9 @@ struct OpusCodecTests {
         for f in 0..<30 {
             var packet = [UInt8](repeating: 0, count: 1500)
             let pcm = sine(300, amplitude: 0.3, count: 960, start: f * 960)
-            let len = try pcm.withUnsafeBufferPointer { p in try packet.withUnsafeMutableBytes { try encoder.encode(p.baseAddress!, into: $0) } }
+            let len = try pcm.withUnsafeBufferPointer { p in
+                try packet.withUnsafeMutableBytes { try encoder.encode(p.baseAddress!, into: $0) }
+            }
             packets.append(Array(packet[0..<len]))
         }
         var out = [Int16](repeating: 0, count: 960)
@@ -108,7 +165,9 @@ struct OpusCodecTests {
             _ = try packets[f].withUnsafeBytes { pk in try out.withUnsafeMutableBufferPointer { try decoder.decode(pk, into: $0) } }
         }
         // Packet 20 is lost: rebuild it from packet 21's FEC.
-        let got = try packets[21].withUnsafeBytes { pk in try out.withUnsafeMutableBufferPointer { try decoder.decodeFEC(from: pk, into: $0) } }
+        let got = try packets[21].withUnsafeBytes { pk in
+            try out.withUnsafeMutableBufferPointer { try decoder.decodeFEC(from: pk, into: $0) }
+        }
         #expect(got == 960)
         let level = rms(out[...])
         let expected = 0.3 * 32767 / 2.0.squareRoot()

@@ -67,6 +67,7 @@ struct CallSessionIntegrationTests {
         #expect(sa.sendFailures == 0 && sb.sendFailures == 0, "send failures: A \(sa.sendFailures), B \(sb.sendFailures)")
         #expect(sa.rtcpPacketsReceived >= 1 && sb.rtcpPacketsReceived >= 1)
         #expect(sa.codec == "opus/48000/2" && sa.srtpSuite == "AES_CM_128_HMAC_SHA1_80")
+        #expect(sa.encoderMaximumBandwidth == "wideband" && sb.encoderMaximumBandwidth == "wideband")
         // A plausible value in milliseconds (a unit or NTP-format slip would be off by orders of
         // magnitude); the margin holds on a loaded 2-core machine.
         let rtt = try #require(sa.roundTripTimeMilliseconds)
@@ -122,6 +123,29 @@ struct CallSessionIntegrationTests {
         await b.hangUp()
     }
 
+    /// Tether says how wide what it sends is (`sprop-maxcapturerate`), codes wideband by default,
+    /// and sends a peer that plays at most 8 kHz (`maxplaybackrate=8000`) nothing wider than
+    /// narrowband.
+    @Test func aPeerThatPlaysAtMost8kHzIsSentNarrowband() async throws {
+        let a = try CallSession(configuration: CallConfiguration(localAddresses: ["127.0.0.1"], statisticsIntervalSeconds: 0))
+        let b = try CallSession(configuration: CallConfiguration(localAddresses: ["127.0.0.1"], statisticsIntervalSeconds: 0))
+        let ra = EventRecorder(a)
+        try await a.start()
+        try await b.start()
+        let offer = try await a.makeOffer()
+        let fmtp = try #require(offer.split(separator: "\r\n").first { $0.hasPrefix("a=fmtp:111 ") })
+        #expect(fmtp.contains("sprop-maxcapturerate=16000"), "\(fmtp)")
+        let answer = try await b.acceptOffer(offer)
+        let narrowed = answer.replacingOccurrences(of: "a=fmtp:111 ", with: "a=fmtp:111 maxplaybackrate=8000;")
+        #expect(narrowed != answer)
+        try await a.applyAnswer(narrowed)
+        #expect(await ra.waitFor("established", timeoutSeconds: 5) != nil)
+        #expect(a.statistics().encoderMaximumBandwidth == "narrowband")
+        #expect(b.statistics().encoderMaximumBandwidth == "wideband")
+        await a.hangUp()
+        await b.hangUp()
+    }
+
     @Test func peerThatNeverSendsMediaEndsTheCallWithARetryableTimeout() async throws {
         let a = try CallSession(
             configuration: CallConfiguration(localAddresses: ["127.0.0.1"], connectTimeoutSeconds: 1, statisticsIntervalSeconds: 0))
@@ -142,7 +166,8 @@ struct CallSessionIntegrationTests {
         let b = try CallSession(configuration: CallConfiguration(localAddresses: ["127.0.0.1"]))
         await #expect(throws: TetherError.self) { _ = try await b.acceptOffer("this is not SDP") }
         do {
-            _ = try await b.acceptOffer("v=0\r\no=- 1 1 IN IP4 127.0.0.1\r\ns=-\r\nt=0 0\r\nm=audio 9 RTP/SAVP 0\r\na=rtpmap:0 PCMU/8000\r\n")
+            _ = try await b.acceptOffer(
+                "v=0\r\no=- 1 1 IN IP4 127.0.0.1\r\ns=-\r\nt=0 0\r\nm=audio 9 RTP/SAVP 0\r\na=rtpmap:0 PCMU/8000\r\n")
             Issue.record("an offer without Opus was accepted")
         } catch {
             #expect(error.code == .incompatibleSessionDescription)
@@ -256,7 +281,8 @@ struct CallSessionDirectionTests {
 struct CallSessionMuteTests {
     @Test func muteReleasesTheCaptureDeviceAndThePeerSeesNoDisruption() async throws {
         let source = TestSignalSource(frequencyHertz: 440)
-        let a = try CallSession(configuration: CallConfiguration(audioSource: source, localAddresses: ["127.0.0.1"], statisticsIntervalSeconds: 0))
+        let a = try CallSession(
+            configuration: CallConfiguration(audioSource: source, localAddresses: ["127.0.0.1"], statisticsIntervalSeconds: 0))
         let b = try CallSession(configuration: CallConfiguration(localAddresses: ["127.0.0.1"], statisticsIntervalSeconds: 0))
         let rb = EventRecorder(b)
         try await connect(a, b)
