@@ -80,7 +80,7 @@ latency: setup
 # which scripts/setup-quality.sh installs (apt, and a venv under .build/).
 quality: setup
 	$(SWIFT) build -c release --product tether-bench
-	.build/release/tether-bench quality --python "$$(scripts/setup-quality.sh)" --json .build/quality/quality.json
+	scripts/with-test-audio.sh .build/release/tether-bench quality --python "$$(scripts/setup-quality.sh)" --json .build/quality/quality.json
 
 # Echo cancellation through the private PulseAudio daemon's echo path, by suppression level:
 # echo cut, reconvergence, double-talk PESQ-WB (about 2 minutes; espeak-ng, sox, pesq as above).

@@ -3,13 +3,19 @@
 
 Usage: baresip_call.py --clip CLIP.wav --relay-port-a PA --relay-port-b PB --out HEARD.wav
                        [--bitrate 32000] [--fec yes|no] [--expected-loss PERCENT] [--seconds S]
+                       [--player-pcm PCM --record-source SOURCE]
 
 Two Debian baresip 1.0 processes on 127.0.0.1, SDES-SRTP (`mediaenc=srtp-mand`), no ICE, Opus
 48 kHz at the given bitrate with in-band FEC for the expected loss (baresip does not adapt it:
 libopus makes no FEC at 0 %), `rtcp_mux`. Caller A plays CLIP (`aufile`, which
 takes the stream's two channels: a stereo copy made with sox) once;
-callee B auto-answers and its decoded audio is recorded by `sndfile` (what B's decoder gave its
-player, concealment included), copied to HEARD.wav. B plays the same clip back.
+callee B auto-answers. With --player-pcm, B plays what it hears through that ALSA PCM (the
+private PulseAudio daemon's null sink through the pulse plugin, scripts/with-test-audio.sh) and
+the sink's monitor (--record-source) is recorded with parecord: what a listener hears, in the
+device's time, as Tether's rows are recorded. Without it, `sndfile` records B's decoder output,
+which has no clock: a frame lost and never concealed is simply missing from the file (bursty loss
+took a second out of a 14 s recording), and PESQ, which realigns, forgives that far more than the
+silence a listener hears. Either way the result is copied to HEARD.wav. B plays the same clip back.
 
 This script is the SIP between them: a back-to-back user agent that takes A's INVITE, gives B the
 offer with A's media address replaced by the relay's B-facing port (PB), and gives A B's answer
@@ -42,12 +48,12 @@ def media_at(sdp, port):
     return sdp
 
 
-def baresip(folder, name, sip_port, ctrl_port, clip, bitrate, fec, loss):
+def baresip(folder, name, sip_port, ctrl_port, clip, bitrate, fec, loss, player="aubridge,nil"):
     os.makedirs(folder)
     with open(os.path.join(folder, "config"), "w") as f:
         f.write(f"""module_path /usr/lib/baresip/modules
 sip_listen 127.0.0.1:{sip_port}
-audio_player aubridge,nil
+audio_player {player}
 audio_source aufile,{clip}
 audio_alert aubridge,nil
 rtcp_mux yes
@@ -57,6 +63,7 @@ opus_packet_loss {loss}
 snd_path {folder}
 ctrl_tcp_listen 127.0.0.1:{ctrl_port}
 module opus.so
+{"module alsa.so" if player.startswith("alsa,") else ""}
 module aufile.so
 module aubridge.so
 module srtp.so
@@ -102,7 +109,13 @@ def main():
     p.add_argument("--expected-loss", type=int, default=0,
                    help="opus_packet_loss: the loss (percent) baresip's encoder protects against with FEC")
     p.add_argument("--seconds", type=float, default=None)
+    p.add_argument("--player-pcm", default=None,
+                   help="B plays through this ALSA PCM (a clocked device) instead of recording its decoder's output")
+    p.add_argument("--record-source", default=None,
+                   help="with --player-pcm: the PulseAudio source (the sink's monitor) recorded as HEARD.wav")
     args = p.parse_args()
+    if bool(args.player_pcm) != bool(args.record_source):
+        p.error("--player-pcm and --record-source go together")
 
     root = tempfile.mkdtemp(prefix="tether-baresip-pair-")
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -112,8 +125,15 @@ def main():
     # baresip's aufile wants the stream's channel count: Opus runs as 2 channels.
     stereo = os.path.join(root, "clip-stereo.wav")
     subprocess.run(["sox", args.clip, "-c", "2", stereo], check=True)
+    players = {"a": "aubridge,nil", "b": f"alsa,{args.player_pcm}" if args.player_pcm else "aubridge,nil"}
     processes = {side: baresip(os.path.join(root, side), side, ports[side][0], ports[side][1], stereo,
-                               args.bitrate, args.fec, args.expected_loss) for side in "ab"}
+                               args.bitrate, args.fec, args.expected_loss, players[side]) for side in "ab"}
+    recorder = None
+    if args.record_source:
+        # What B's device plays, with the device's timing: a frame baresip has not got in time
+        # is silence here, as it is for a listener (its decoder output alone has no clock).
+        recorder = subprocess.Popen(["parecord", f"--device={args.record_source}", "--rate=48000", "--channels=1",
+                                     "--format=s16le", "--file-format=wav", os.path.join(root, "heard.wav")])
     result = {}
     try:
         ctrl_a = control(ports["a"][1], "dial", f"sip:b@127.0.0.1:{our_port}")
@@ -198,6 +218,9 @@ def main():
                f"To: {a_info['from']}", f"Call-ID: {a_info['call-id']}", "CSeq: 1 BYE", "Content-Length: 0"]
         sock.sendto(("\r\n".join(bye) + "\r\n\r\n").encode(), ("127.0.0.1", ports["a"][0]))
         time.sleep(0.5)
+        if recorder:
+            recorder.terminate()
+            recorder.wait(timeout=5)
         for proc in processes.values():
             proc.terminate()
         for proc in processes.values():
@@ -205,8 +228,9 @@ def main():
                 proc.wait(timeout=3)
             except subprocess.TimeoutExpired:
                 proc.kill()
-        recordings = sorted(glob.glob(os.path.join(root, "b", "*-dec.wav")), key=os.path.getsize)
-        if not recordings:
+        recordings = [os.path.join(root, "heard.wav")] if recorder else sorted(
+            glob.glob(os.path.join(root, "b", "*-dec.wav")), key=os.path.getsize)
+        if not recordings or not os.path.exists(recordings[-1]):
             raise RuntimeError("baresip B recorded nothing")
         shutil.copyfile(recordings[-1], args.out)
         with open(os.path.join(root, "b", "baresip.log")) as f:
@@ -217,6 +241,8 @@ def main():
     except Exception as error:  # reported to the bench, which shows it under "not scored"
         result = {"error": f"{type(error).__name__}: {error}"}
     finally:
+        if recorder and recorder.poll() is None:
+            recorder.kill()
         for proc in processes.values():
             if proc.poll() is None:
                 proc.kill()

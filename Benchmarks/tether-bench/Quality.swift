@@ -24,12 +24,17 @@ struct QualityBench: AsyncParsableCommand {
             The baresip column is Debian's baresip calling itself through the same relay with the \
             same loss and seed (SDES-SRTP, no ICE, Opus 32 kb/s, its in-band FEC on and told \
             the case's loss, which it cannot learn by itself; \
-            Benchmarks/quality/baresip_call.py): what it decoded is scored the same way. \
+            Benchmarks/quality/baresip_call.py): B plays through a clocked ALSA device (the private \
+            PulseAudio daemon's `spk`, scripts/with-test-audio.sh) and what the device played is \
+            recorded and scored the same way. \
             Needs espeak-ng, sox and python3 with pesq: `make quality` installs them and runs this.
             """)
 
-    @Option(help: "Speech clips per case (each another voice, other sentences and another loss seed).")
+    @Option(help: "Speech clips per case (each another voice, other sentences and another loss seed; 1…8).")
     var clips: Int = 2
+
+    @Option(help: "Loss seeds per clip: each clip runs this many times, each with its own loss pattern.")
+    var seeds: Int = 1
 
     @Option(help: "Loss cases to run: 0, 5, 10, 20 (percent, uniform) and bursty.")
     var cases: [String] = ["0", "5", "10", "20", "bursty"]
@@ -99,6 +104,7 @@ struct QualityBench: AsyncParsableCommand {
     struct Run: Sendable {
         var lossCase: String
         var clip: Int
+        var seed: UInt64 = 0
         var mode: Mode
         var recording: String
         var reference: String
@@ -126,40 +132,77 @@ struct QualityBench: AsyncParsableCommand {
     ]
     static let voices = ["en-us", "en-us+f3", "en-gb", "en-us+f2"]
 
+    /// One speech clip: what espeak-ng says, in which voice, how high and how fast.
+    struct Clip: Sendable {
+        var text: String
+        var voice: String
+        /// espeak-ng's pitch, 0…99 (50 is the voice's own).
+        var pitch = 50
+        var wordsPerMinute = 150
+        var label: String { pitch == 50 && wordsPerMinute == 150 ? voice : "\(voice), pitch \(pitch), \(wordsPerMinute) wpm" }
+    }
+
+    /// The clips, in order (`--clips N` takes the first N): the first four are the bench's
+    /// original ones; then lower and higher voices, faster and slower speech, other accents and a
+    /// passage twice as long, so that a setting tuned on the first four is checked on speech it
+    /// was not tuned on. Harvard sentences (IEEE 1969), lists 1–6.
+    static let clipSet: [Clip] =
+        zip(sentences, voices).map { Clip(text: $0, voice: $1) } + [
+            Clip(
+                text: "Smoky fires lack flame and heat. The soft cushion broke the man's fall. The salt breeze came across from the sea. The girl at the booth sold fifty bonds.",
+                voice: "en-us+m3", pitch: 25, wordsPerMinute: 175),
+            Clip(
+                text: "The small pup gnawed a hole in the sock. The fish twisted and turned on the bent hook. Press the pants and sew a button on the vest. The swan dive was far short of perfect.",
+                voice: "en-gb-scotland+f4", pitch: 80, wordsPerMinute: 130),
+            Clip(
+                text: "Hoist the load to your left shoulder. Take the winding path to reach the lake. Note closely the size of the gas tank. Wipe the grease off his dirty face. Mend the coat before you go out.",
+                voice: "en-029+m7", pitch: 40, wordsPerMinute: 200),
+            Clip(
+                text: "A king ruled the state in the early days. The ship was torn apart on the sharp reef. Sickness kept him home the third week. The wide road shimmered in the hot sun. The lazy cow lay in the cool grass. Lift the square stone over the fence. The rope will bind the seven books at once. Hop over the fence and plunge in. The friendly gang left the drug store. Mesh wire keeps chicks inside.",
+                voice: "en-gb-x-rp", pitch: 60, wordsPerMinute: 160),
+        ]
+
     func run() async throws {
         let lossCases = try cases.map { name in
             guard let c = LossCase(name) else { throw ValidationError("unknown case '\(name)': use 0…100 or bursty") }
             return c
         }
-        guard clips >= 1 && clips <= Self.sentences.count else { throw ValidationError("--clips must be 1…\(Self.sentences.count)") }
+        guard clips >= 1 && clips <= Self.clipSet.count else { throw ValidationError("--clips must be 1…\(Self.clipSet.count)") }
+        guard (1...10).contains(seeds) else { throw ValidationError("--seeds must be 1…10") }
         try Self.checkTools(python: python)
         try FileManager.default.createDirectory(atPath: workDirectory, withIntermediateDirectories: true)
         let scorer = Self.scorerPath()
 
-        if baresip, receivers.isEmpty || receivers.contains(Mode.baresip.key), ChildProcess.run(["sh", "-c", "command -v baresip"]).status != 0 {
-            throw ValidationError("baresip is not installed (apt install baresip-core), or pass --no-baresip")
+        if baresip, receivers.isEmpty || receivers.contains(Mode.baresip.key) {
+            if ChildProcess.run(["sh", "-c", "command -v baresip"]).status != 0 {
+                throw ValidationError("baresip is not installed (apt install baresip-core), or pass --no-baresip")
+            }
+            if ProcessInfo.processInfo.environment["TETHER_TEST_AUDIO"] != "1" {
+                throw ValidationError(
+                    "the baresip column plays through the private PulseAudio daemon's devices: run under scripts/with-test-audio.sh (make quality does), or pass --no-baresip")
+            }
         }
         let unknown = receivers.filter { name in !Mode.allCases.contains { $0.key == name } }
         guard unknown.isEmpty else { throw ValidationError("unknown receiver(s) \(unknown): use fecPLC, plc, none, baresip") }
         let modes = Mode.allCases.filter { (baresip || $0 != .baresip) && (receivers.isEmpty || receivers.contains($0.key)) }
-        say("quality: \(clips) clip(s) × \(lossCases.count) case(s) × \(modes.count) receivers; Opus 20 ms 32 kb/s \(OpusConfiguration().maximumBandwidth.rawValue), adaptive jitter buffer, loopback ICE through the relay (loss both ways)")
+        say("quality: \(clips) clip(s) × \(seeds) seed(s) × \(lossCases.count) case(s) × \(modes.count) receivers; Opus 20 ms 32 kb/s \(OpusConfiguration().maximumBandwidth.rawValue), adaptive jitter buffer, loopback ICE through the relay (loss both ways)")
         var references: [String] = []
         for clip in 0..<clips {
             let path = "\(workDirectory)/clip\(clip).wav"
-            try Self.synthesize(text: Self.sentences[clip], voice: Self.voices[clip % Self.voices.count], into: path, scratch: workDirectory)
+            try Self.synthesize(Self.clipSet[clip], into: path, scratch: workDirectory)
             references.append(path)
         }
 
         var runs: [Run] = []
         let started = Date()
         for lossCase in lossCases {
-            for clip in 0..<clips {
-                let seed = UInt64(1000 + clip)
-                say(String(format: "  [%5.1f s] %@, clip %d (%@)…", Date().timeIntervalSince(started), lossCase.label, clip, Self.voices[clip % Self.voices.count]))
+            for (clip, seedIndex) in (0..<clips).flatMap({ c in (0..<seeds).map { (c, $0) } }) {
+                let seed = UInt64(1000 + clip + 100 * seedIndex)
+                say(String(format: "  [%5.1f s] %@, clip %d (%@), seed %d…", Date().timeIntervalSince(started), lossCase.label, clip, Self.clipSet[clip].label, seed))
                 let reference = references[clip]
                 let results = try await withThrowingTaskGroup(of: Run.self) { group in
                     for mode in modes {
-                        let recording = "\(workDirectory)/\(lossCase.name)-clip\(clip)-\(mode.key).wav"
+                        let recording = "\(workDirectory)/\(lossCase.name)-clip\(clip)\(seedIndex > 0 ? "-seed\(seed)" : "")-\(mode.key).wav"
                         group.addTask {
                             mode == .baresip
                                 ? try await Self.baresipCall(
@@ -172,7 +215,7 @@ struct QualityBench: AsyncParsableCommand {
                     for try await r in group { out.append(r) }
                     return out
                 }
-                runs += results.sorted { $0.mode.key < $1.mode.key }
+                runs += results.sorted { $0.mode.key < $1.mode.key }.map { var r = $0; r.seed = seed; return r }
             }
         }
 
@@ -242,6 +285,9 @@ struct QualityBench: AsyncParsableCommand {
         let arguments = [
             "python3", script, "--clip", reference, "--relay-port-a", "\(relay.portA)", "--relay-port-b", "\(relay.portB)",
             "--out", recording, "--bitrate", "32000", "--fec", "yes", "--expected-loss", "\(lossCase.nominalLossPercent)",
+            // B plays through a clocked device and its monitor is recorded, as Tether's B records
+            // in real time (baresip's decoder output has no clock: unconcealed losses vanish from it).
+            "--player-pcm", "tether_spk", "--record-source", "spk.monitor",
         ]
         // The script blocks for the clip's length: on a thread of its own, not the task pool's.
         let result = await withCheckedContinuation { (done: CheckedContinuation<ChildProcess.Result, Never>) in
@@ -348,9 +394,17 @@ struct QualityBench: AsyncParsableCommand {
     }
 
     /// espeak-ng → 48 kHz mono 16-bit, with `leadSeconds` of silence before and half a second after.
-    static func synthesize(text: String, voice: String, into path: String, scratch: String, leadSeconds: Double = 2.5) throws {
+    static func synthesize(_ clip: Clip, into path: String, scratch: String, leadSeconds: Double = 2.5) throws {
+        try synthesize(
+            text: clip.text, voice: clip.voice, pitch: clip.pitch, wordsPerMinute: clip.wordsPerMinute, into: path, scratch: scratch,
+            leadSeconds: leadSeconds)
+    }
+
+    static func synthesize(
+        text: String, voice: String, pitch: Int = 50, wordsPerMinute: Int = 150, into path: String, scratch: String, leadSeconds: Double = 2.5
+    ) throws {
         let raw = "\(scratch)/speech-raw.wav"
-        let spoken = ChildProcess.run(["espeak-ng", "-v", voice, "-s", "150", "-w", raw, text])
+        let spoken = ChildProcess.run(["espeak-ng", "-v", voice, "-p", "\(pitch)", "-s", "\(wordsPerMinute)", "-w", raw, text])
         guard spoken.status == 0 else { throw ValidationError("espeak-ng failed: \(spoken.output)") }
         let converted = ChildProcess.run(["sox", raw, "-r", "48000", "-c", "1", "-b", "16", path, "pad", "\(leadSeconds)", "0.5"])
         guard converted.status == 0 else { throw ValidationError("sox failed: \(converted.output)") }
@@ -383,7 +437,8 @@ struct QualityBench: AsyncParsableCommand {
 
     static func table(_ runs: [Run], cases: [LossCase], modes: [Mode]) -> String {
         var lines: [String] = []
-        lines.append("PESQ-WB (MOS-LQO, 1.0–4.64), mean over clips [min–max]; targets: ≥ 3.0 at 10 %, ≥ 2.5 at 20 % (Tether's default)")
+        lines.append(
+            "PESQ-WB (MOS-LQO, 1.0–4.64), mean over clips and seeds [worst–best]; Tether's targets: ≥ 3.5 at 10 %, ≥ 3.2 at 20 %, ≥ 3.0 bursty")
         lines.append("")
         let header = "loss                          " + modes.map { $0.rawValue.padding(toLength: 20, withPad: " ", startingAt: 0) }.joined()
             + "lost / FEC-rebuilt / heard loss (Tether)      JB delay / target"
@@ -431,7 +486,7 @@ struct QualityBench: AsyncParsableCommand {
     static func writeJSON(_ runs: [Run], to path: String) throws {
         let rows: [[String: Any]] = runs.map { r in
             var row: [String: Any] = [
-                "case": r.lossCase, "clip": r.clip, "receiver": r.mode.key, "recording": r.recording,
+                "case": r.lossCase, "clip": r.clip, "seed": r.seed, "receiver": r.mode.key, "recording": r.recording,
                 "packetsReceived": r.packetsReceived, "packetsLost": r.packetsLost,
                 "framesRecoveredByFEC": r.framesRecoveredByFEC, "framesConcealed": r.framesConcealed,
                 "framesInsertedForDelay": r.framesInsertedForDelay, "framesDroppedForDelay": r.framesDroppedForDelay,
@@ -481,19 +536,17 @@ struct CodecQualityBench: ParsableCommand {
     @Option(help: "Maximum bandwidths to try (narrowband, mediumband, wideband, super-wideband, fullband).")
     var bandwidth: [OpusConfiguration.Bandwidth] = [.wideband]
 
-    @Option(help: "Speech clips (each another voice and other sentences); each score is the mean over them.")
+    @Option(help: "Speech clips (each another voice and other sentences; 1…8); each score is the mean over them.")
     var clips: Int = 1
 
     func run() throws {
         try QualityBench.checkTools(python: python)
         try FileManager.default.createDirectory(atPath: workDirectory, withIntermediateDirectories: true)
-        guard (1...QualityBench.sentences.count).contains(clips) else { throw ValidationError("--clips must be 1…\(QualityBench.sentences.count)") }
+        guard (1...QualityBench.clipSet.count).contains(clips) else { throw ValidationError("--clips must be 1…\(QualityBench.clipSet.count)") }
         var references: [String] = []
         for clip in 0..<clips {
             let reference = "\(workDirectory)/clip\(clip).wav"
-            try QualityBench.synthesize(
-                text: QualityBench.sentences[clip], voice: QualityBench.voices[clip % QualityBench.voices.count], into: reference,
-                scratch: workDirectory)
+            try QualityBench.synthesize(QualityBench.clipSet[clip], into: reference, scratch: workDirectory)
             references.append(reference)
         }
         var pairs: [(String, String)] = []
