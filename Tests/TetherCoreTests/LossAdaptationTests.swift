@@ -60,26 +60,50 @@ struct LossAdaptationTests {
     @Test func sustainedHeavyLossSwitchesRedundancyOnAndItsEndOff() throws {
         var a = LossAdaptation(
             baseBitrateBitsPerSecond: 32_000, maximumBitrateBitsPerSecond: 64_000, peerAcceptsFEC: true, allowsRedundancy: true)
-        // 20 % reported each second: FEC at once, redundancy once the average reaches 10 %
-        // (20 × (1 − 0.85⁴) = 9.6, rounded).
+        // 18 % reported each second (under the fast switch-on's 20 %): FEC at once, redundancy once
+        // the average reaches 10 % (18 × (1 − 0.85⁵) = 10.0; four reports give 8.6).
         var on: Int?
         for k in 1...30 where on == nil {
-            _ = a.reportReceived(fractionLost: 0.20, now: at(Double(k)))
-            if k == 1 { #expect(a.settings.inBandFEC && a.settings.expectedLossPercent == 20 && !a.settings.redundancy) }
+            _ = a.reportReceived(fractionLost: 0.18, now: at(Double(k)))
+            if k == 1 { #expect(a.settings.inBandFEC && a.settings.expectedLossPercent == 18 && !a.settings.redundancy) }
             if a.settings.redundancy { on = k }
         }
-        #expect(on == 4)
-        #expect(a.settings == .init(expectedLossPercent: 20, inBandFEC: true, bitrateBitsPerSecond: 40_000, redundancy: true))
-        // The same 20 % goes on being reported: nothing changes.
-        #expect(a.reportReceived(fractionLost: 0.20, now: at(5)) == nil)
-        // The path gets better (2 % reported): off once the average is under 5 % (eight reports).
-        var t = 6.0
+        #expect(on == 5)
+        #expect(a.settings == .init(expectedLossPercent: 18, inBandFEC: true, bitrateBitsPerSecond: 40_000, redundancy: true))
+        // The same 18 % goes on being reported: nothing changes.
+        #expect(a.reportReceived(fractionLost: 0.18, now: at(6)) == nil)
+        // The path gets better (2 % reported): off once the average is under 5 % (nine reports).
+        var t = 7.0
         while a.settings.redundancy && t < 60 {
             _ = a.reportReceived(fractionLost: 0.02, now: at(t))
             t += 1
         }
         #expect(!a.settings.redundancy)
-        #expect(t == 14, "redundancy ended at \(t) s")
+        #expect(t == 16, "redundancy ended at \(t) s")
+    }
+
+    /// Two reports in a row of 20 % or more switch redundancy on at the second, without waiting
+    /// for the average; one such report between lighter ones does not.
+    @Test func twoHeavyReportsInARowSwitchRedundancyOnAtOnce() {
+        var a = LossAdaptation(
+            baseBitrateBitsPerSecond: 32_000, maximumBitrateBitsPerSecond: 64_000, peerAcceptsFEC: true, allowsRedundancy: true)
+        // 25 % and 4 % by turns (the average climbs towards 14.5 % only slowly): not at once.
+        for k in 1...4 {
+            _ = a.reportReceived(fractionLost: k % 2 == 1 ? 0.25 : 0.04, now: at(Double(k)))
+            #expect(!a.settings.redundancy, "on at report \(k)")
+        }
+        _ = a.reportReceived(fractionLost: 0.22, now: at(5))
+        #expect(!a.settings.redundancy)  // 0.22 after 0.04: not two in a row
+        _ = a.reportReceived(fractionLost: 0.20, now: at(6))
+        #expect(a.settings.redundancy)  // 0.22 then 0.20
+        // The average it was lifted to (20 %) then follows the reports down as before: clean
+        // reports take it under 4.5 % (5 % rounded) in ten (20 × 0.85¹⁰ = 3.9).
+        var t = 7.0
+        while a.settings.redundancy && t < 60 {
+            _ = a.reportReceived(fractionLost: 0, now: at(t))
+            t += 1
+        }
+        #expect(t == 17, "redundancy ended at \(t) s")
     }
 
     /// A nominal 5 % loss read by one-second reports (50 packets each: 10 % and more in about one
