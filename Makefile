@@ -76,11 +76,12 @@ latency: setup
 	$(SWIFT) build -c release --product tether-bench
 	scripts/with-test-audio.sh .build/release/tether-bench latency
 
-# Speech quality under loss (wideband PESQ), about 6 minutes; needs espeak-ng, sox and PyPI's pesq,
+# Speech quality under loss (wideband PESQ) over eight clips, Tether against baresip, about 15
+# minutes; needs espeak-ng, sox and PyPI's pesq,
 # which scripts/setup-quality.sh installs (apt, and a venv under .build/).
 quality: setup
 	$(SWIFT) build -c release --product tether-bench
-	scripts/with-test-audio.sh .build/release/tether-bench quality --python "$$(scripts/setup-quality.sh)" --json .build/quality/quality.json
+	scripts/with-test-audio.sh .build/release/tether-bench quality --clips 8 --python "$$(scripts/setup-quality.sh)" --json .build/quality/quality.json
 
 # Echo cancellation through the private PulseAudio daemon's echo path, by suppression level:
 # echo cut, reconvergence, double-talk PESQ-WB (about 2 minutes; espeak-ng, sox, pesq as above).

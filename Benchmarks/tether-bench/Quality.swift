@@ -1,4 +1,5 @@
 import ArgumentParser
+import Synchronization
 import Foundation
 import Tether
 import TetherAudio
@@ -221,7 +222,7 @@ struct QualityBench: AsyncParsableCommand {
 
         say(String(format: "  [%5.1f s] scoring %d recordings with PESQ-WB…", Date().timeIntervalSince(started), runs.count))
         let scores = Self.score(runs.map { ($0.reference, $0.recording) }, scorer: scorer, python: python)
-        for i in runs.indices {
+        for i in runs.indices where runs[i].problem == nil {
             switch scores[runs[i].recording] {
             case .some(.success(let value)): runs[i].pesq = value
             case .some(.failure(let message)): runs[i].problem = message
@@ -251,7 +252,16 @@ struct QualityBench: AsyncParsableCommand {
         mode.configure(&cb)
         let a = try CallSession(configuration: ca)
         let b = try CallSession(configuration: cb)
-        let signaling = InProcessSignaling(a: a, b: b, relay: relay)
+        // What happened, for a call that carries no media (shown with the problem).
+        let log = Mutex<[String]>([])
+        let signaling = InProcessSignaling(a: a, b: b, relay: relay) { side, event in
+            switch event {
+            case .stateChanged(_, let to, let at): log.withLock { $0.append(String(format: "%@ %@ at %.1f s", side.rawValue, "\(to)", at)) }
+            case .error(let error): log.withLock { $0.append("\(side.rawValue) error \(error.code)") }
+            case .localDescription(let message): log.withLock { $0.append("\(side.rawValue) sent \(message.kind)\(message.isRestart ? " (restart)" : "")") }
+            default: break
+            }
+        }
         relay.updateImpairments { $0 = lossCase.impairments }
         try await a.start()
         try await b.start()
@@ -267,13 +277,19 @@ struct QualityBench: AsyncParsableCommand {
         await a.hangUp()
         await b.hangUp()
         await signaling.waitUntilFinished()
-        return Run(
+        var run = Run(
             lossCase: lossCase.name, clip: clipIndex, mode: mode, recording: recording, reference: reference,
             packetsReceived: s.packetsReceived, packetsLost: s.packetsLost, framesRecoveredByFEC: s.framesRecoveredByFEC,
             framesConcealed: s.framesConcealed, framesInsertedForDelay: s.framesInsertedForDelay,
             framesDroppedForDelay: s.framesDroppedForDelay, playbackUnderruns: s.playbackUnderruns, heardLossPercent: s.heardLossPercent,
             jitterBufferDelayMilliseconds: s.jitterBufferDelayMilliseconds,
             jitterBufferTargetMilliseconds: s.jitterBufferTargetMilliseconds, meanOpinionScoreEstimate: s.meanOpinionScore)
+        if s.packetsReceived == 0 {
+            // Not a score of what a listener heard, but a call that never carried media: shown
+            // under "not scored" with what B's session said, not averaged in as silence.
+            run.problem = "B received no media in the \(Int(seconds + 0.6)) s of the call: \(log.withLock { $0 }.joined(separator: "; "))"
+        }
+        return run
     }
 
     /// baresip calling baresip through a relay with the same loss and seed (Benchmarks/quality/baresip_call.py).
