@@ -553,6 +553,35 @@ struct ReconnectStateMachineInputTests {
         #expect(machine.handle(.mediaDecoded, now: reconnectInstant(760)) == [.changeState(to: .established)])
     }
 
+    /// The peer's media arrives but our checks failed (no pair to send on): renewal at once, and
+    /// the call is restored only when ICE connects again and media flows — inbound media alone,
+    /// which never stopped, does not restore it. Before media (connecting) it changes nothing.
+    @Test func noSendPathRenewsAtOnceAndWaitsForICEToConnect() {
+        var connecting = ReconnectStateMachine(policy: twoSecondRenewal, glareRole: .keepsOwnOffer)
+        _ = connecting.handle(.mediaStarted, now: reconnectInstant(0))
+        #expect(connecting.handle(.noSendPath, now: reconnectInstant(100)) == [])
+        #expect(connecting.state == .connecting)
+
+        var machine = establishedMachine()
+        #expect(machine.handle(.noSendPath, now: reconnectInstant(500)) == [
+            .changeState(to: .renewingMedia), .restartICE(attempt: 1, regatherCandidates: false),
+        ])
+        #expect(machine.handle(.renewalAnswered(attempt: 1), now: reconnectInstant(650)) == [.applyRenewalAnswer(attempt: 1)])
+        // The peer's media goes on arriving: not restored while we still have no pair.
+        for t in stride(from: 520 as UInt64, through: 800, by: 20) {
+            _ = machine.handle(.inboundPacket, now: reconnectInstant(t))
+            #expect(machine.handle(.mediaDecoded, now: reconnectInstant(t + 5)) == [])
+        }
+        #expect(machine.state == .renewingMedia)
+        #expect(machine.handle(.iceConnected, now: reconnectInstant(810)) == [.changeState(to: .established)])
+        #expect(machine.timeline.records == [
+            Record(start: reconnectInstant(500), end: reconnectInstant(810), cause: .noSendPath, attempts: 1,
+                   outcome: .renewed(attempts: 1))
+        ])
+        // A later iceConnected (a path change) restores nothing and changes nothing.
+        #expect(machine.handle(.iceConnected, now: reconnectInstant(900)) == [])
+    }
+
     @Test func glareKeepsTheCallersOfferAndTheCalleeYields() {
         var caller = establishedMachine(glareRole: .keepsOwnOffer)
         _ = caller.handle(.localNetworkChanged, now: reconnectInstant(500))
@@ -590,7 +619,7 @@ struct ReconnectStateMachineInputTests {
         #expect(machine.nextDeadline() == reconnectInstant(7_200))
     }
 
-    @Test(arguments: [ReconnectStateMachine.Input.tick, .inboundPacket, .mediaDecoded, .iceFailed, .iceConnected,
+    @Test(arguments: [ReconnectStateMachine.Input.tick, .inboundPacket, .mediaDecoded, .iceFailed, .iceConnected, .noSendPath,
                       .localNetworkChanged, .renewalStarted(attempt: 1), .renewalAnswered(attempt: 1), .peerRenewalOffer,
                       .peerSendsMedia(false), .weSendMedia(false), .peerReport(extendedHighestSequence: 7), .hangUp,
                       .mediaStarted])

@@ -63,6 +63,7 @@
 /// | established | peerRenewalOffer, outbound stalled | renewingMedia | changeState, answerRenewalOffer (attempt 1) |
 /// | established | peerRenewalOffer, outbound fine | established | answerRenewalOffer |
 /// | established | iceFailed | established | — (remembered until the next packet) |
+/// | established | noSendPath (media arrives, no pair of ours to send on) | renewingMedia | changeState, attempt 1 (restored once ICE connects and media flows) |
 /// | mediaDisrupted | media restored | established | changeState (record: mediaResumedWithoutRenewal) |
 /// | mediaDisrupted | renewal delay over and still silent (deadline) | renewingMedia | changeState, attempt 1 |
 /// | mediaDisrupted | iceFailed / localNetworkChanged | renewingMedia | changeState, attempt 1 (regather for a network change) |
@@ -133,6 +134,8 @@ public struct ReconnectStateMachine: Sendable {
     private var regatherPending = false
     /// libnice reported FAILED and no packet arrived since.
     private var iceFailedSinceLastPacket = false
+    /// ``Input/noSendPath`` came and ``Input/iceConnected`` has not since.
+    private var sendPathMissing = false
     /// The attempt whose answer we still accept (our latest offer, not yet answered).
     private var awaitedAnswerAttempt: Int?
 
@@ -233,8 +236,15 @@ public struct ReconnectStateMachine: Sendable {
                 disruption = current
             }
             checkRestored(now: now, decoded: true, &actions)
-        case .tick, .iceConnected, .renewalStarted:
+        case .tick, .renewalStarted:
             break
+        case .iceConnected:
+            if sendPathMissing {
+                sendPathMissing = false
+                checkRestored(now: now, &actions)
+            }
+        case .noSendPath:
+            noSendPath(now: now, &actions)
         case .iceFailed:
             iceFailed(now: now, &actions)
         case .localNetworkChanged:
@@ -399,6 +409,20 @@ public struct ReconnectStateMachine: Sendable {
         }
     }
 
+    private mutating func noSendPath(now: MonotonicInstant, _ actions: inout [Action]) {
+        sendPathMissing = true
+        switch state {
+        case .established:
+            beginDisruption(start: now, cause: .noSendPath, at: now)
+            startRenewal(at: now, regather: false, &actions)
+        case .mediaDisrupted:
+            if disruption?.waitingForNetwork == true { return }
+            startRenewal(at: now, regather: false, &actions)
+        case .idle, .connecting, .renewingMedia, .ended:
+            break  // nothing received yet, or a renewal already under way
+        }
+    }
+
     private mutating func localNetworkChanged(now: MonotonicInstant, _ actions: inout [Action]) {
         switch state {
         case .idle, .connecting:
@@ -497,6 +521,7 @@ public struct ReconnectStateMachine: Sendable {
             else { return }
             guard current.decodedSinceStart || !liveness.peerSendsMedia else { return }
             if current.cause == .outboundStall && liveness.isOutboundDisrupted { return }
+            if current.cause == .noSendPath && sendPathMissing { return }
             timeline.end(
                 at: now,
                 outcome: current.attempts == 0 ? .mediaResumedWithoutRenewal : .renewed(attempts: current.attempts))

@@ -12,6 +12,9 @@ public struct RecoveryTimeline: Sendable, Equatable {
         case localNetworkChange
         /// The peer's reports showed it no longer received our stream, and it started a renewal.
         case outboundStall
+        /// The peer's media arrived but our ICE had no pair to send on (our checks failed while
+        /// the peer's succeeded); renewal started at once.
+        case noSendPath
     }
 
     /// How a disruption ended.
