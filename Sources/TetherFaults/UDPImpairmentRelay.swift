@@ -328,6 +328,10 @@ final class RelayCore: Sendable {
                 state.statistics[direction].droppedByBlackHole += 1
                 return nil
             }
+            if impairments.dropsAsBindingResponse(bytes, travelling: direction) {
+                state.statistics[direction].droppedBindingResponses += 1
+                return nil
+            }
             guard let destination = state.peers[1 - ingress] else {
                 state.statistics[direction].droppedNoDestination += 1
                 return nil

@@ -3,7 +3,7 @@
 /// change applies to the next datagram that arrives (datagrams already delayed keep the release
 /// time they were given).
 ///
-/// Order of the stages for each arriving datagram: black hole → known destination → loss
+/// Order of the stages for each arriving datagram: black hole → binding-response filter → known destination → loss
 /// (uniform, then burst) → duplication → delay and jitter.
 public struct UDPImpairments: Sendable, Equatable, Codable {
     /// Drops every datagram in both directions (a total outage), counted as dropped by black hole.
@@ -26,6 +26,11 @@ public struct UDPImpairments: Sendable, Equatable, Codable {
     public var jitterMilliseconds: Double = 0
     /// Datagrams forwarded twice, in percent, `0 ... 100`. The copy gets its own jitter draw.
     public var duplicatePercent: Double = 0
+    /// Drops the STUN Binding success responses (the answers to ICE connectivity checks)
+    /// travelling in this direction, and nothing else: the checks of the side they answer fail
+    /// while its peer's succeed and media flows (what unlucky loss does to one side's checks
+    /// only). Counted as ``UDPRelayDirectionStatistics/droppedBindingResponses``; nil: none.
+    public var dropsBindingResponses: RelayDirection? = nil
 
     /// No impairment: every datagram is forwarded at once.
     public init() {}
@@ -34,7 +39,7 @@ public struct UDPImpairments: Sendable, Equatable, Codable {
     public init(
         blackHole: Bool = false, blackHoleAToB: Bool = false, blackHoleBToA: Bool = false,
         lossPercent: Double = 0, burstLoss: BurstLoss? = nil, delayMilliseconds: Double = 0,
-        jitterMilliseconds: Double = 0, duplicatePercent: Double = 0
+        jitterMilliseconds: Double = 0, duplicatePercent: Double = 0, dropsBindingResponses: RelayDirection? = nil
     ) {
         self.blackHole = blackHole
         self.blackHoleAToB = blackHoleAToB
@@ -44,6 +49,15 @@ public struct UDPImpairments: Sendable, Equatable, Codable {
         self.delayMilliseconds = delayMilliseconds
         self.jitterMilliseconds = jitterMilliseconds
         self.duplicatePercent = duplicatePercent
+        self.dropsBindingResponses = dropsBindingResponses
+    }
+
+    /// Whether `bytes`, travelling in `direction`, is a STUN Binding success response that
+    /// ``dropsBindingResponses`` drops (RFC 5389: type 0x0101, the magic cookie at byte 4).
+    public func dropsAsBindingResponse(_ bytes: UnsafeRawBufferPointer, travelling direction: RelayDirection) -> Bool {
+        guard dropsBindingResponses == direction, bytes.count >= 20 else { return false }
+        return bytes[0] == 0x01 && bytes[1] == 0x01 && bytes[4] == 0x21 && bytes[5] == 0x12 && bytes[6] == 0xA4
+            && bytes[7] == 0x42
     }
 
     /// Whether datagrams travelling in `direction` are black-holed.

@@ -14,6 +14,8 @@ public struct UDPRelayDirectionStatistics: Sendable, Equatable, Codable {
     public var droppedByBlackHole: UInt64 = 0
     /// Datagrams dropped by uniform or burst loss.
     public var droppedByLoss: UInt64 = 0
+    /// STUN Binding success responses dropped by ``UDPImpairments/dropsBindingResponses``.
+    public var droppedBindingResponses: UInt64 = 0
     /// Of those, the RTP packets (version 2, not an RTCP packet type by RFC 5761): what the
     /// receiver should count as lost.
     public var rtpDroppedByLoss: UInt64 = 0

@@ -99,6 +99,29 @@ struct UDPImpairmentRelayTests {
         #expect(a.drainPending().isEmpty)
     }
 
+    /// The binding-response filter takes STUN Binding success responses in its direction only:
+    /// not requests, not indications, not RTP, not the other direction, not short datagrams.
+    @Test func bindingResponseFilterTakesOnlyBindingSuccessResponsesInItsDirection() {
+        func stun(_ type: UInt16) -> [UInt8] {
+            [UInt8(type >> 8), UInt8(type & 0xFF), 0, 0, 0x21, 0x12, 0xA4, 0x42] + [UInt8](repeating: 7, count: 12)
+        }
+        let impairments = UDPImpairments(dropsBindingResponses: .bToA)
+        func drops(_ bytes: [UInt8], _ direction: RelayDirection) -> Bool {
+            bytes.withUnsafeBytes { impairments.dropsAsBindingResponse($0, travelling: direction) }
+        }
+        #expect(drops(stun(0x0101), .bToA))
+        #expect(!drops(stun(0x0101), .aToB))
+        #expect(!drops(stun(0x0001), .bToA))  // a request
+        #expect(!drops(stun(0x0011), .bToA))  // an indication (keepalive)
+        #expect(!drops(stun(0x0111), .bToA))  // an error response
+        #expect(!drops(Array(stun(0x0101)[0..<19]), .bToA))
+        var rtp = [UInt8](repeating: 0, count: 40)
+        rtp[0] = 0x80
+        rtp[1] = 111
+        #expect(!drops(rtp, .bToA))
+        #expect(!stun(0x0101).withUnsafeBytes { UDPImpairments().dropsAsBindingResponse($0, travelling: .bToA) })
+    }
+
     /// Sends `count` numbered datagrams A→B through a relay with `lossPercent` and returns the
     /// sequence numbers that did NOT arrive.
     func droppedSequences(seed: UInt64, lossPercent: Double, count: UInt32) throws -> Set<UInt32> {

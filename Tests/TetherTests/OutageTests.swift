@@ -145,6 +145,29 @@ struct OutageTests {
         await call.end()
     }
 
+    /// A's connectivity checks all go unanswered (the relay drops every Binding success
+    /// response from B to A) while B's succeed: B is READY and sends, A is established by B's
+    /// media with no pair to send on, and B hears nothing. A renews the path at once
+    /// (`noSendPath`, 2.5 s after media) — with the responses let through again from then — and
+    /// B gets A's media. Without the renewal B stays `connecting` until its connect timeout.
+    @Test func aSideWhoseChecksGoUnansweredRenewsAndThePeerGetsMedia() async throws {
+        let call = try RelayedCall()
+        call.relay.updateImpairments { $0.dropsBindingResponses = .bToA }
+        try await call.start()
+        #expect(await call.when("A", enters: "established", timeoutSeconds: 10) != nil)
+        let renewing = try #require(await call.when("A", enters: "renewingMedia", timeoutSeconds: 15))
+        call.relay.updateImpairments { $0.dropsBindingResponses = nil }
+        #expect(call.relay.statistics().bToA.droppedBindingResponses > 0)
+        // The restart's checks are answered (a first one that raced the line above is sent again
+        // 0.5 s later): A sends, B hears it.
+        #expect(await call.when("B", enters: "established", timeoutSeconds: 15) != nil)
+        #expect(await call.when("A", enters: "established", since: renewing, timeoutSeconds: 15) != nil)
+        let disruption = try #require(call.a.statistics().recovery.disruptions.first)
+        #expect(disruption.cause == "no path to send on" && disruption.attempts >= 1, "\(disruption)")
+        await call.a.hangUp()
+        await call.b.hangUp()
+    }
+
     /// Under heavy loss each packet also carries the frame before it (RFC 2198 RED, negotiated
     /// between two Tethers): a frame is lost only when its packet and the next both are. No
     /// packet is sent twice: the receiver sees no duplicates, SRTP no replays.
