@@ -953,10 +953,10 @@ public actor CallSession {
         return LocalAudioParameters(
             sessionID: sdpSessionID, sessionVersion: sdpSessionVersion, originAddress: configuration.localAddresses.first ?? parsed.first?.address ?? "0.0.0.0",
             opusParameters: OpusParameters(
-                // Room for the sender's loss adaptation to add bitrate for FEC (LossAdaptation
-                // raises it up to twice the base).
                 // What we send is coded no wider than this (RFC 7587's hint to the receiver).
                 spropMaxCaptureRateHz: UInt32(opus.maximumBandwidth.sampleRateHertz),
+                // Room for the sender's loss adaptation to add bitrate for FEC (LossAdaptation
+                // raises it up to twice the base).
                 maxAverageBitrateBitsPerSecond: UInt32(min(510_000, opus.bitrateBitsPerSecond * 2)), minPtimeMilliseconds: 10,
                 useInbandFEC: opus.inBandFEC, useDTX: opus.discontinuousTransmission),
             ptimeMilliseconds: UInt32(opus.frameDurationMilliseconds), iceUfrag: ufrag, icePwd: pwd,
