@@ -146,7 +146,7 @@ struct QualityBench: AsyncParsableCommand {
     /// The clips, in order (`--clips N` takes the first N): the first four are the bench's
     /// original ones; then lower and higher voices, faster and slower speech, other accents and a
     /// passage twice as long, so that a setting tuned on the first four is checked on speech it
-    /// was not tuned on. Harvard sentences (IEEE 1969), lists 1–6.
+    /// was not tuned on. Harvard sentences (IEEE 1969), lists 1–5.
     static let clipSet: [Clip] =
         zip(sentences, voices).map { Clip(text: $0, voice: $1) } + [
             Clip(

@@ -22,8 +22,8 @@ public struct OpusConfiguration: Sendable, Equatable {
     /// `maxplaybackrate` narrows it further. Wideband (up to 8 kHz, SILK alone) by default: at
     /// voice bitrates every bit then goes to the band speech lives in, and in-band FEC (which
     /// carries the SILK layer only) rebuilds a lost frame whole. In hybrid super-wideband or
-    /// fullband, libopus gives the band above 8 kHz a third of the bits, and a frame rebuilt from
-    /// FEC comes back without it. Measured with `tether-bench codec-quality --bandwidth`: four
+    /// fullband, libopus spends part of the rate on the band above 8 kHz (a CELT layer), and a
+    /// frame rebuilt from FEC comes back without it. Measured with `tether-bench codec-quality --bandwidth`: four
     /// clips at 32 kb/s, PESQ-WB 4.32 against 4.05 fullband on a clean path, 3.07 against 2.92 at
     /// 10 % loss with FEC, at 24 kb/s of payload against 26–28. PESQ-WB hears 50–7000 Hz only:
     /// choose `.fullband` where the air above 8 kHz matters more than that (music, a quiet room
