@@ -27,6 +27,12 @@ enum RingBench {
         let ring = SPSCRing<UInt64>(capacity: 4096)
         let wakeup = EventCount()
         let stopped = Atomic<Bool>(false)
+        /// How long the consumer spins before it sleeps (the media worker's figure by default).
+        let spinNanoseconds: UInt64
+
+        init(spinNanoseconds: UInt64 = EventCount.mediaSpinNanoseconds) {
+            self.spinNanoseconds = spinNanoseconds
+        }
 
         func send(_ value: UInt64) -> Bool {
             var v = value
@@ -44,7 +50,7 @@ enum RingBench {
                 let m = ring.read(into: buffer)
                 if m > 0 { return m }
                 if stopped.load(ordering: .acquiring) { return ring.read(into: buffer) }
-                wakeup.wait(ticket, untilMonotonicNanoseconds: MonotonicClock.nanoseconds() + 100_000_000)
+                wakeup.wait(ticket, untilMonotonicNanoseconds: MonotonicClock.nanoseconds() + 100_000_000, spinNanoseconds: spinNanoseconds)
             }
         }
 
@@ -194,8 +200,16 @@ struct RingsBench: ParsableCommand {
     @Option(help: "Messages for the throughput figure.")
     var burst: Int = 2_000_000
 
+    @Option(help: "Also run the ring with the consumer spinning this long before it sleeps, in µs (repeatable; the media worker's own figure always runs).")
+    var spinMicroseconds: [Int] = []
+
     func run() throws {
-        for (name, make) in [("ring + event count", { RingBench.RingChannel() as any RingBench.Channel }), ("mutex + condition", { RingBench.MutexChannel() })] {
+        let spins = [Int(EventCount.mediaSpinNanoseconds / 1000)] + spinMicroseconds
+        var channels: [(String, () -> any RingBench.Channel)] = spins.map { us in
+            ("ring + event count, spin \(us) µs", { RingBench.RingChannel(spinNanoseconds: UInt64(us) * 1000) })
+        }
+        channels.append(("mutex + condition", { RingBench.MutexChannel() }))
+        for (name, make) in channels {
             let r = RingBench.measure(make, messages: messages, burst: burst)
             say(String(format: "%@: latency median %.1f µs, p99 %.1f µs; throughput %.1f M msg/s", name, r.medianLatencyNanoseconds / 1000, r.p99LatencyNanoseconds / 1000, r.messagesPerSecond / 1e6))
         }

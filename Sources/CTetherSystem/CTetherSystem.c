@@ -74,35 +74,81 @@ pid_t CTetherSystem_spawn(char *const argv[], int stdout_fd, int stderr_fd) {
     return pid;
 }
 
-// Event count (see the header): bit 0 = a waiter is, or is about to be, asleep; bits 1… = epoch.
+// Event count (see the header): bit 0 = a ticket is out (the consumer is looking for work a
+// last time, spinning or asleep); bit 1 = the consumer is asleep in the kernel (or about to be);
+// bits 2… = the epoch, advanced by each signal that found a ticket out.
+
+enum { EVENTCOUNT_TICKET = 1u, EVENTCOUNT_PARKED = 2u, EVENTCOUNT_EPOCH = 4u };
+
+static inline void eventcount_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+static inline uint64_t eventcount_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 uint32_t CTetherSystem_eventcount_prepare(uint32_t *word) {
     _Atomic uint32_t *state = (_Atomic uint32_t *)word;
-    return atomic_fetch_or_explicit(state, 1u, memory_order_seq_cst) | 1u;
+    return (atomic_fetch_or_explicit(state, EVENTCOUNT_TICKET, memory_order_seq_cst) | EVENTCOUNT_TICKET) & ~EVENTCOUNT_PARKED;
 }
 
 int CTetherSystem_eventcount_signal(uint32_t *word) {
     _Atomic uint32_t *state = (_Atomic uint32_t *)word;
-    // Orders the caller's earlier writes (the data it published) before the read of the waiter
-    // bit; the waiter's prepare (a seq_cst read-modify-write) pairs with it.
+    // Orders the caller's earlier writes (the data it published) before the read of the ticket
+    // bit; the consumer's prepare (a seq_cst read-modify-write) pairs with it.
     atomic_thread_fence(memory_order_seq_cst);
     uint32_t value = atomic_load_explicit(state, memory_order_relaxed);
-    while (value & 1u) {
-        // Next epoch, waiter bit cleared: one producer of several wakes, the others see no bit.
-        if (atomic_compare_exchange_weak_explicit(state, &value, (value + 2u) & ~1u, memory_order_seq_cst, memory_order_relaxed)) {
-            syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
-            return 1;
+    while (value & EVENTCOUNT_TICKET) {
+        // Next epoch, both bits cleared: one producer of several ends the wait, the others see
+        // no ticket. The system call only when the consumer sleeps: a spinning one sees the epoch.
+        uint32_t next = (value + EVENTCOUNT_EPOCH) & ~(EVENTCOUNT_TICKET | EVENTCOUNT_PARKED);
+        if (atomic_compare_exchange_weak_explicit(state, &value, next, memory_order_seq_cst, memory_order_relaxed)) {
+            if (value & EVENTCOUNT_PARKED) {
+                syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+                return 1;
+            }
+            return 0;
         }
     }
     return 0;
 }
 
-int CTetherSystem_eventcount_wait(uint32_t *word, uint32_t ticket, const struct timespec *deadline) {
+int CTetherSystem_eventcount_wait(uint32_t *word, uint32_t ticket, const struct timespec *deadline, uint64_t spin_nanoseconds) {
     _Atomic uint32_t *state = (_Atomic uint32_t *)word;
-    while (atomic_load_explicit(state, memory_order_acquire) == ticket) {
+    if (atomic_load_explicit(state, memory_order_acquire) != ticket) return 1;
+    if (spin_nanoseconds > 0) {
+        // Spin first: a signal within the budget costs neither side a system call. The word is
+        // read between bursts of pauses (under a microsecond), not at every one, so a producer
+        // signalling at a high rate finds the line shared less often and the consumer takes its
+        // messages in batches.
+        uint64_t start = eventcount_now();
+        do {
+            for (int i = 0; i < 8; i++) {
+                if (atomic_load_explicit(state, memory_order_acquire) != ticket) return 1;
+                for (int j = 0; j < 16; j++) eventcount_relax();
+            }
+        } while (eventcount_now() - start < spin_nanoseconds);
+    }
+    // Asleep from here: announced, so that a signal makes the system call.
+    uint32_t expected = ticket;
+    uint32_t parked = ticket | EVENTCOUNT_PARKED;
+    if (!atomic_compare_exchange_strong_explicit(state, &expected, parked, memory_order_seq_cst, memory_order_acquire)) return 1;
+    while (atomic_load_explicit(state, memory_order_acquire) == parked) {
         // Absolute CLOCK_MONOTONIC deadline (FUTEX_WAIT_BITSET without FUTEX_CLOCK_REALTIME).
-        long r = syscall(SYS_futex, word, FUTEX_WAIT_BITSET_PRIVATE, ticket, deadline, NULL, FUTEX_BITSET_MATCH_ANY);
-        if (r == -1 && errno == ETIMEDOUT) return atomic_load_explicit(state, memory_order_acquire) != ticket;
+        long r = syscall(SYS_futex, word, FUTEX_WAIT_BITSET_PRIVATE, parked, deadline, NULL, FUTEX_BITSET_MATCH_ANY);
+        if (r == -1 && errno == ETIMEDOUT) {
+            // Awake again with the ticket still out (a later wait may use it), unless a signal
+            // came meanwhile.
+            expected = parked;
+            return atomic_compare_exchange_strong_explicit(state, &expected, ticket, memory_order_seq_cst, memory_order_acquire) ? 0 : 1;
+        }
     }
     return 1;
 }

@@ -127,7 +127,7 @@ final class MediaWorker: @unchecked Sendable {
     /// - Note: Worker thread (or, for a driven worker, the caller's). Must not allocate, lock or log.
     @discardableResult
     func serviceOnce(waitingUntil waitDeadline: UInt64) -> UInt64 {
-        wakeup.wait(ticket, untilMonotonicNanoseconds: waitDeadline)
+        wakeup.wait(ticket, untilMonotonicNanoseconds: waitDeadline, spinNanoseconds: EventCount.mediaSpinNanoseconds)
         // Signals that come together are served by this one pass: the ticket is taken before any
         // ring is read, so a signal that arrives after this point ends the next wait at once, and
         // producers do not wake the worker again until then.

@@ -17,23 +17,26 @@ import Synchronization
 /// full (producer) or empty (consumer), and each side's fields sit on cache lines of their own:
 /// with `head` and `tail` side by side, every write invalidated the reader's line and every
 /// read the writer's.
+///
+/// Reads and writes are inlinable, so each element type gets code of its own in the caller's
+/// module (unspecialized generic code copied one element at a time through the type's witnesses).
 public final class SPSCRing<Element: BitwiseCopyable>: @unchecked Sendable {
     /// Number of elements the ring holds when full.
     public let capacity: Int
-    private let mask: Int
-    private let storage: UnsafeMutablePointer<Element>
+    @usableFromInline let mask: Int
+    @usableFromInline let storage: UnsafeMutablePointer<Element>
     /// Two cache lines (with the adjacent-line prefetch) between the read-only fields and each side's.
     private let padding0 = InlineArray<16, UInt64>(repeating: 0)
     /// Index of the next element to write. Written by the producer only.
-    private let tail = Atomic<Int>(0)
+    @usableFromInline let tail = Atomic<Int>(0)
     /// `head` as the producer last read it. Producer only.
     /// (Each side's own field: no exclusivity check per access; only one thread touches it.)
-    @exclusivity(unchecked) private var producerHead = 0
+    @exclusivity(unchecked) @usableFromInline var producerHead = 0
     private let padding1 = InlineArray<16, UInt64>(repeating: 0)
     /// Index of the next element to read. Written by the consumer only.
-    private let head = Atomic<Int>(0)
+    @usableFromInline let head = Atomic<Int>(0)
     /// `tail` as the consumer last read it. Consumer only.
-    @exclusivity(unchecked) private var consumerTail = 0
+    @exclusivity(unchecked) @usableFromInline var consumerTail = 0
     private let padding2 = InlineArray<16, UInt64>(repeating: 0)
 
     /// Creates a ring holding `capacity` elements.
@@ -50,20 +53,20 @@ public final class SPSCRing<Element: BitwiseCopyable>: @unchecked Sendable {
     }
 
     /// Elements currently readable. Exact when called by the consumer, a lower bound otherwise.
-    public var availableToRead: Int {
+    @inlinable public var availableToRead: Int {
         // Acquire on tail: the producer's element writes happen-before our later reads.
         tail.load(ordering: .acquiring) &- head.load(ordering: .relaxed)
     }
 
     /// Free slots. Exact when called by the producer, a lower bound otherwise.
-    public var availableToWrite: Int {
+    @inlinable public var availableToWrite: Int {
         // Acquire on head: the consumer has finished reading the slots it released.
         capacity &- (tail.load(ordering: .relaxed) &- head.load(ordering: .acquiring))
     }
 
     /// Writes as many elements of `source` as fit and returns how many were written.
     /// - Note: Producer thread only. Never allocates, locks or blocks.
-    @discardableResult
+    @inlinable @discardableResult
     public func write(_ source: UnsafeBufferPointer<Element>) -> Int {
         let t = tail.load(ordering: .relaxed)
         if capacity &- (t &- producerHead) < source.count {
@@ -85,14 +88,14 @@ public final class SPSCRing<Element: BitwiseCopyable>: @unchecked Sendable {
     /// Writes all of `source` or nothing.
     /// - Returns: `false` (and writes nothing) when there is not room for every element.
     /// - Note: Producer thread only.
-    public func writeAll(_ source: UnsafeBufferPointer<Element>) -> Bool {
+    @inlinable public func writeAll(_ source: UnsafeBufferPointer<Element>) -> Bool {
         guard availableToWrite >= source.count else { return false }
         return write(source) == source.count
     }
 
     /// Reads up to `destination.count` elements and returns how many were read.
     /// - Note: Consumer thread only. Never allocates, locks or blocks.
-    @discardableResult
+    @inlinable @discardableResult
     public func read(into destination: UnsafeMutableBufferPointer<Element>) -> Int {
         let h = head.load(ordering: .relaxed)
         if consumerTail &- h < destination.count {
@@ -113,14 +116,14 @@ public final class SPSCRing<Element: BitwiseCopyable>: @unchecked Sendable {
 
     /// Reads exactly `destination.count` elements or nothing.
     /// - Note: Consumer thread only.
-    public func readAll(into destination: UnsafeMutableBufferPointer<Element>) -> Bool {
+    @inlinable public func readAll(into destination: UnsafeMutableBufferPointer<Element>) -> Bool {
         guard availableToRead >= destination.count else { return false }
         return read(into: destination) == destination.count
     }
 
     /// Drops up to `count` readable elements; returns how many were dropped.
     /// - Note: Consumer thread only.
-    @discardableResult
+    @inlinable @discardableResult
     public func discard(_ count: Int) -> Int {
         let h = head.load(ordering: .relaxed)
         if consumerTail &- h < count {

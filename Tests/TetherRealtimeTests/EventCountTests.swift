@@ -11,10 +11,76 @@ struct EventCountTests {
         #expect(!e.signal())
         #expect(!e.signal())
         let ticket = e.prepareToWait()
-        #expect(e.signal())  // a ticket was out: one wake-up…
-        #expect(!e.signal())  // …and only one until the next ticket
+        // A ticket was out but its consumer not asleep: the wait is ended (below) with no
+        // system call.
+        #expect(!e.signal())
+        #expect(!e.signal())
         // The signal came after the ticket: the wait ends at once, whatever the deadline.
         #expect(e.wait(ticket, untilMonotonicNanoseconds: MonotonicClock.nanoseconds() + 60_000_000_000))
+    }
+
+    /// The thread's scheduler state (the field after the parenthesised name in /proc's stat) and
+    /// its ID, which the thread publishes itself.
+    static func state(of threadID: borrowing Atomic<Int32>) -> Character? {
+        let id = threadID.load(ordering: .acquiring)
+        guard id > 0, let stat = try? String(contentsOfFile: "/proc/self/task/\(id)/stat", encoding: .utf8),
+            let close = stat.lastIndex(of: ")")
+        else { return nil }
+        return stat[stat.index(after: close)...].first { $0 != " " }
+    }
+
+    static func publishThreadID(_ threadID: borrowing Atomic<Int32>) {
+        // "/proc/thread-self" names this thread: "<pid>/task/<tid>".
+        let link = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/thread-self")) ?? ""
+        threadID.store(Int32(link.split(separator: "/").last ?? "") ?? -1, ordering: .releasing)
+    }
+
+    /// A consumer whose waits have been short spins before it sleeps (here up to 5 s): a signal
+    /// that comes while it spins ends the wait with no system call.
+    @Test func aSpinningConsumerIsSignalledWithNoSystemCall() throws {
+        let e = EventCount()
+        let spin: UInt64 = 5_000_000_000
+        // Short waits (each signalled before it began) teach it that waits are short.
+        for _ in 0..<32 {
+            let t = e.prepareToWait()
+            e.signal()
+            #expect(e.wait(t, untilMonotonicNanoseconds: MonotonicClock.nanoseconds() + 60_000_000_000, spinNanoseconds: spin))
+        }
+        let ready = Atomic<Bool>(false)
+        let woken = Atomic<Bool>(false)
+        let consumer = RealtimeThread(name: "ec-spinner", realtimePriority: 0)
+        let ticket = e.prepareToWait()
+        try consumer.start { _ in
+            ready.store(true, ordering: .releasing)
+            woken.store(e.wait(ticket, untilMonotonicNanoseconds: MonotonicClock.nanoseconds() + 60_000_000_000, spinNanoseconds: spin), ordering: .releasing)
+        }
+        while !ready.load(ordering: .acquiring) { sched_yield() }
+        usleep(20_000)  // well inside the 5 s of spinning, however slow the machine
+        #expect(!e.signal())  // no futex wake: it was not asleep
+        consumer.join()
+        let wasWoken = woken.load(ordering: .acquiring)
+        #expect(wasWoken)
+    }
+
+    /// A consumer that has not had short waits does not spin, whatever budget it is given: it is
+    /// seen asleep long before the budget (5 s) would end, and the signal is a futex wake.
+    @Test func aConsumerWithoutShortWaitsSleepsAtOnce() throws {
+        let e = EventCount()
+        let threadID = Atomic<Int32>(0)
+        let consumer = RealtimeThread(name: "ec-sleeper", realtimePriority: 0)
+        let ticket = e.prepareToWait()
+        let start = MonotonicClock.nanoseconds()
+        try consumer.start { _ in
+            Self.publishThreadID(threadID)
+            e.wait(ticket, untilMonotonicNanoseconds: MonotonicClock.nanoseconds() + 60_000_000_000, spinNanoseconds: 5_000_000_000)
+        }
+        let deadline = start + 10_000_000_000
+        while Self.state(of: threadID) != "S" && MonotonicClock.nanoseconds() < deadline { sched_yield() }
+        let asleepAfter = MonotonicClock.nanoseconds() - start
+        #expect(Self.state(of: threadID) == "S")
+        #expect(asleepAfter < 2_500_000_000, "asleep only after \(asleepAfter / 1_000_000) ms")
+        #expect(e.signal())
+        consumer.join()
     }
 
     @Test func aWaitWithoutASignalTimesOutAtItsDeadline() {
@@ -33,19 +99,10 @@ struct EventCountTests {
         let consumer = RealtimeThread(name: "ec-sleeper", realtimePriority: 0)
         let ticket = e.prepareToWait()
         try consumer.start { _ in
-            // "/proc/thread-self" names this thread: "<pid>/task/<tid>".
-            let link = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/thread-self")) ?? ""
-            threadID.store(Int32(link.split(separator: "/").last ?? "") ?? -1, ordering: .releasing)
+            Self.publishThreadID(threadID)
             woken.store(e.wait(ticket, untilMonotonicNanoseconds: MonotonicClock.nanoseconds() + 60_000_000_000), ordering: .releasing)
         }
-        /// The thread's scheduler state: the field after the parenthesised name in /proc's stat.
-        func state() -> Character? {
-            let id = threadID.load(ordering: .acquiring)
-            guard id > 0, let stat = try? String(contentsOfFile: "/proc/self/task/\(id)/stat", encoding: .utf8),
-                let close = stat.lastIndex(of: ")")
-            else { return nil }
-            return stat[stat.index(after: close)...].first { $0 != " " }
-        }
+        func state() -> Character? { Self.state(of: threadID) }
         let deadline = MonotonicClock.nanoseconds() + 10_000_000_000
         while state() != "S" && MonotonicClock.nanoseconds() < deadline { sched_yield() }
         #expect(state() == "S")

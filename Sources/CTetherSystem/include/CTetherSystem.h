@@ -27,9 +27,12 @@ pid_t CTetherSystem_spawn(char *const argv[], int stdout_fd, int stderr_fd);
 /// wakes the consumer only when a ticket is out. `state` starts at 0.
 /// Returns the ticket (the state with the waiter bit set).
 uint32_t CTetherSystem_eventcount_prepare(uint32_t *state);
-/// Wakes a consumer holding a ticket; returns 1 when it made the system call, 0 when nobody waited.
+/// Ends the wait of a consumer holding a ticket; returns 1 when it made the system call (the
+/// consumer was asleep), 0 otherwise (nobody waited, or the consumer was still spinning).
 int CTetherSystem_eventcount_signal(uint32_t *state);
-/// Sleeps until a signal after `ticket` was taken, or the CLOCK_MONOTONIC instant `deadline`.
-/// Returns 1 when signalled (at once if a signal already came), 0 on time-out.
-int CTetherSystem_eventcount_wait(uint32_t *state, uint32_t ticket, const struct timespec *deadline);
+/// Waits until a signal after `ticket` was taken, or the CLOCK_MONOTONIC instant `deadline`:
+/// first spinning for up to `spin_nanoseconds` (0: none), then asleep in the kernel.
+/// Returns 1 when signalled (at once if a signal already came), 0 on time-out (the ticket is
+/// still out: it may be waited on again).
+int CTetherSystem_eventcount_wait(uint32_t *state, uint32_t ticket, const struct timespec *deadline, uint64_t spin_nanoseconds);
 #endif
