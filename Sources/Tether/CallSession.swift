@@ -854,7 +854,7 @@ public actor CallSession {
             latePackets: c.latePackets, captureOverruns: source.overruns, playbackUnderruns: sink.underruns,
             encoderExpectedLossPercent: c.encoderExpectedLossPercent, encoderInBandFEC: c.encoderInBandFEC,
             encoderAdaptations: c.encoderAdaptations, sendsRedundantAudio: c.encoderRedundancy,
-            redundantFramesSent: c.redundantFramesSent,
+            redundantFramesSent: c.redundantFramesSent, redundantFramesPerPacket: c.encoderRedundantFrames,
             sendBitrateBitsPerSecond: c.sendBitrateBitsPerSecond, receiveBitrateBitsPerSecond: c.receiveBitrateBitsPerSecond,
             mediaThreadScheduling: context.media?.scheduling.rawValue ?? ThreadScheduling.notStarted.rawValue,
             captureDevice: context.source?.name ?? "", captureThreadScheduling: source.scheduling.rawValue,

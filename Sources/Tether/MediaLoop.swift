@@ -59,7 +59,7 @@ final class MediaLoop: @unchecked Sendable {
         var receivableTelephoneEvents: [TelephoneEventFormat] = []
         /// RFC 2198 redundant audio, when negotiated: received from the peer whenever it sends it,
         /// sent while the loss adaptation asks for redundancy (each packet also carries the
-        /// frame before it).
+        /// frame or two frames before it).
         var redundantAudio: RedundantAudioFormat? = nil
         /// Echo cancellation, noise suppression, gain control on the captured frames, with what
         /// is played as the echo reference (nil: none). Used on the media thread only.
@@ -123,15 +123,17 @@ final class MediaLoop: @unchecked Sendable {
     private let silence: UnsafeMutableBufferPointer<Int16>
     private let packet: UnsafeMutableRawBufferPointer
     /// While RED is sent: this frame's Opus packet (the RED payload is built from it), and the
-    /// previous frame's, with its RTP timestamp, carried again in the next packet.
+    /// two frames' before it (slot 0 the previous one, slot 1 the one before), with their RTP
+    /// timestamps, carried again in the next packets.
     private let encodedFrame: UnsafeMutableRawBufferPointer
-    private let previousFrame: UnsafeMutableRawBufferPointer
-    private var previousFrameLength = 0
-    private var previousFrameTimestamp: UInt32 = 0
+    private let earlierFrames: UnsafeMutableRawBufferPointer
+    private var earlierFrameLengths = InlineArray<2, Int>(repeating: 0)
+    private var earlierFrameTimestamps = InlineArray<2, UInt32>(repeating: 0)
     private let redundantBlock: UnsafeMutableBufferPointer<RedundantAudioPayload.Source>
-    /// The RED format while each packet also carries the frame before it (the negotiated one,
-    /// while the loss adaptation asks for redundancy), else nil.
+    /// The RED format while packets also carry earlier frames (the negotiated one, while the loss
+    /// adaptation asks for redundancy), else nil; how many earlier frames (1 or 2).
     private var redundancyInUse: RedundantAudioFormat?
+    private var redundantFramesInUse = 0
     private let rtcpBuffer: UnsafeMutableRawBufferPointer
     private let rtcpWriter: RTCPCompoundWriter
     private let reportBlock: UnsafeMutableBufferPointer<RTCPReportBlock>
@@ -202,10 +204,12 @@ final class MediaLoop: @unchecked Sendable {
         silence.initialize(repeating: 0)
         packet = .allocate(byteCount: 1500 + SRTPContext.maximumRTPTrailerBytes, alignment: 16)
         encodedFrame = .allocate(byteCount: MediaLoop.maximumOpusPacketBytes, alignment: 16)
-        previousFrame = .allocate(byteCount: MediaLoop.maximumOpusPacketBytes, alignment: 16)
-        redundantBlock = .allocate(capacity: 1)
+        earlierFrames = .allocate(byteCount: 2 * MediaLoop.maximumOpusPacketBytes, alignment: 16)
+        redundantBlock = .allocate(capacity: 2)
         redundancyInUse = setup.lossAdaptation.settings.redundancy ? setup.redundantAudio : nil
+        redundantFramesInUse = setup.lossAdaptation.settings.redundantFrames
         stats.encoderRedundancy = redundancyInUse != nil
+        stats.encoderRedundantFrames = redundancyInUse != nil ? redundantFramesInUse : 0
         rtcpBuffer = .allocate(byteCount: 1500, alignment: 16)
         sentHistory = .allocate(capacity: Self.sentHistoryCapacity)
         sentHistory.initialize(repeating: (0, 0), count: Self.sentHistoryCapacity)
@@ -232,7 +236,7 @@ final class MediaLoop: @unchecked Sendable {
         silence.deallocate()
         packet.deallocate()
         encodedFrame.deallocate()
-        previousFrame.deallocate()
+        earlierFrames.deallocate()
         redundantBlock.deallocate()
         rtcpBuffer.deallocate()
         reportBlock.deallocate()
@@ -613,6 +617,7 @@ final class MediaLoop: @unchecked Sendable {
                 payload: UnsafeRawBufferPointer(rebasing: payload[red.primary.range]), arrivalNanoseconds: arrivalNanoseconds)
             if outcome == .late { stats.latePackets += 1 }
         }
+        var deepest = 0
         for index in 0..<red.redundantCount {
             let block = red.redundant(index)
             let bytes = UnsafeRawBufferPointer(rebasing: payload[block.range])
@@ -621,6 +626,7 @@ final class MediaLoop: @unchecked Sendable {
             else { continue }
             // At most 16383 / 120 frames back: the jitter buffer refuses what is too far behind.
             let back = UInt16(Int(block.timestampOffset) / samples)
+            deepest = max(deepest, Int(back))
             if jitterBuffer.insertRedundant(
                 sequenceNumber: header.sequenceNumber &- back, rtpTimestamp: header.timestamp &- block.timestampOffset,
                 payload: bytes, arrivalNanoseconds: arrivalNanoseconds)
@@ -628,6 +634,7 @@ final class MediaLoop: @unchecked Sendable {
                 stats.framesRecoveredByRedundancy += 1
             }
         }
+        jitterBuffer.noteRedundancy(framesBack: deepest, now: arrivalNanoseconds)
     }
 
     private func handleRTCP(_ buffer: UnsafeMutableRawBufferPointer, arrivalNanoseconds: UInt64) {
@@ -680,7 +687,9 @@ final class MediaLoop: @unchecked Sendable {
         }
         stats.encoderExpectedLossPercent = settings.expectedLossPercent
         redundancyInUse = settings.redundancy ? setup.redundantAudio : nil
+        redundantFramesInUse = settings.redundantFrames
         stats.encoderRedundancy = redundancyInUse != nil
+        stats.encoderRedundantFrames = redundancyInUse != nil ? redundantFramesInUse : 0
         stats.encoderInBandFEC = settings.inBandFEC
         stats.encoderBitrateBitsPerSecond = settings.bitrateBitsPerSecond
         stats.encoderAdaptations += 1
@@ -833,29 +842,51 @@ final class MediaLoop: @unchecked Sendable {
         rtpTimestamp &+= UInt32(frameSamples)
     }
 
-    /// Writes the RED payload for the frame in `encodedFrame` into `out`: the previous frame as a
-    /// redundant block when it was the frame just before this one (not across a DTX pause, an
-    /// event or a gap), then this one; remembers this frame for the next packet. Returns the
-    /// payload's length (a payload with this frame alone when the block cannot be described).
+    /// Writes the RED payload for the frame in `encodedFrame` into `out`: the earlier frames as
+    /// redundant blocks, oldest first (up to `redundantFramesInUse`; each only when it was the
+    /// frame that many periods before this one: not across a DTX pause, an event or a gap), then
+    /// this one; remembers this frame for the next packets. Returns the payload's length (fewer
+    /// blocks, down to this frame alone, when they cannot be described or do not fit).
     private func redundantPayload(_ red: RedundantAudioFormat, opusBytes: Int, into out: UnsafeMutableRawBufferPointer) -> Int {
         let primary = UnsafeRawBufferPointer(rebasing: encodedFrame[0..<opusBytes])
-        func write(blocks: Int) -> Int? {
-            RedundantAudioPayload.write(
-                primaryPayloadType: red.blockPayloadType, primary: primary,
-                redundant: UnsafeBufferPointer(rebasing: redundantBlock[0..<blocks]), into: out)
+        let stride = Self.maximumOpusPacketBytes
+        var blocks = 0
+        var back = min(2, redundantFramesInUse)
+        while back >= 1 {
+            let slot = back - 1
+            let length = earlierFrameLengths[slot]
+            if length > 0, rtpTimestamp &- earlierFrameTimestamps[slot] == UInt32(back * frameSamples) {
+                redundantBlock[blocks] = RedundantAudioPayload.Source(
+                    payloadType: red.blockPayloadType, timestampOffset: UInt32(back * frameSamples),
+                    bytes: UnsafeRawBufferPointer(rebasing: earlierFrames[(slot * stride)..<(slot * stride + length)]))
+                blocks += 1
+            }
+            back -= 1
         }
+        // The newest blocks are kept when not all fit: drop from the oldest.
         var written: Int?
-        if previousFrameLength > 0, rtpTimestamp &- previousFrameTimestamp == UInt32(frameSamples) {
-            redundantBlock[0] = RedundantAudioPayload.Source(
-                payloadType: red.blockPayloadType, timestampOffset: UInt32(frameSamples),
-                bytes: UnsafeRawBufferPointer(rebasing: previousFrame[0..<previousFrameLength]))
-            written = write(blocks: 1)
-            if written != nil { stats.redundantFramesSent += 1 }
+        var first = 0
+        while written == nil && first < blocks {
+            written = RedundantAudioPayload.write(
+                primaryPayloadType: red.blockPayloadType, primary: primary,
+                redundant: UnsafeBufferPointer(rebasing: redundantBlock[first..<blocks]), into: out)
+            if written != nil { stats.redundantFramesSent += blocks - first } else { first += 1 }
         }
-        if written == nil { written = write(blocks: 0) }
-        previousFrame.copyMemory(from: primary)
-        previousFrameLength = opusBytes
-        previousFrameTimestamp = rtpTimestamp
+        if written == nil {
+            written = RedundantAudioPayload.write(
+                primaryPayloadType: red.blockPayloadType, primary: primary,
+                redundant: UnsafeBufferPointer(rebasing: redundantBlock[0..<0]), into: out)
+        }
+        // Slot 1 takes slot 0's frame, slot 0 this one.
+        if earlierFrameLengths[0] > 0 {
+            UnsafeMutableRawBufferPointer(rebasing: earlierFrames[stride..<(stride + earlierFrameLengths[0])])
+                .copyMemory(from: UnsafeRawBufferPointer(rebasing: earlierFrames[0..<earlierFrameLengths[0]]))
+        }
+        earlierFrameLengths[1] = earlierFrameLengths[0]
+        earlierFrameTimestamps[1] = earlierFrameTimestamps[0]
+        UnsafeMutableRawBufferPointer(rebasing: earlierFrames[0..<opusBytes]).copyMemory(from: primary)
+        earlierFrameLengths[0] = opusBytes
+        earlierFrameTimestamps[0] = rtpTimestamp
         return written ?? 0
     }
 

@@ -54,6 +54,7 @@ enum StatisticsJSON {
         o["fecExpectedLossPercent"] = s.encoderExpectedLossPercent
         o["encoderAdaptations"] = s.encoderAdaptations
         o["sendsRedundantAudio"] = s.sendsRedundantAudio
+        o["redundantFramesPerPacket"] = s.redundantFramesPerPacket
         o["redundantFramesSent"] = s.redundantFramesSent
         o["framesRecoveredByRedundancy"] = s.framesRecoveredByRedundancy
         o["redundantAudioPacketsReceived"] = s.redundantAudioPacketsReceived

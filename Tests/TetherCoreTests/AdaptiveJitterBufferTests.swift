@@ -173,6 +173,55 @@ struct AdaptiveJitterBufferTests {
         #expect(with.played + with.fec + with.concealed >= 970)
     }
 
+    /// Each packet also carries copies of the two frames before it (RED, two back), and packets
+    /// go missing three in a row. Told the copies' depth, the buffer keeps two frames more while
+    /// packets are lost (three with FEC's), so the packet after a burst has arrived when the
+    /// burst's frames are due: its copies fill the last two, the FEC inside the older copy the
+    /// first. Not told, it keeps FEC's one frame, and the copies come too late for two of the three.
+    @Test func redundantCopiesTwoBackKeepTwoFramesMoreWhilePacketsAreLost() {
+        func run(noting: Bool) -> (fec: Int, concealed: Int, recovered: Int) {
+            let jb = Self.buffer()
+            let payload: [UInt8] = [1, 2, 3]
+            var fec = 0, concealed = 0
+            var next = 0
+            // 25 s; a burst of three every second (from the second second).
+            let lost: (Int) -> Bool = { i in i >= 50 && i % 50 < 3 }
+            for pull in 0..<1240 {
+                let now = Self.t0 + 5_000_000 + UInt64(pull) * Self.frameNs
+                while next < 1250 && Self.t0 + UInt64(next) * Self.frameNs <= now {
+                    let i = next
+                    next += 1
+                    if lost(i) { continue }
+                    let at = Self.t0 + UInt64(i) * Self.frameNs
+                    payload.withUnsafeBytes { bytes in
+                        _ = jb.insert(
+                            sequenceNumber: UInt16(truncatingIfNeeded: 1000 + i), rtpTimestamp: UInt32(90_000 + i * 960),
+                            payload: bytes, arrivalNanoseconds: at)
+                        for back in [2, 1] where i >= back {
+                            jb.insertRedundant(
+                                sequenceNumber: UInt16(truncatingIfNeeded: 1000 + i - back), rtpTimestamp: UInt32(90_000 + (i - back) * 960),
+                                payload: bytes, arrivalNanoseconds: at)
+                        }
+                        if noting { jb.noteRedundancy(framesBack: 2, now: at) }
+                    }
+                }
+                switch jb.pull(now: now) {
+                case .fecFromNext: fec += 1
+                case .conceal: concealed += 1
+                default: break
+                }
+            }
+            return (fec, concealed, jb.statistics.redundantRecoveries)
+        }
+        let told = run(noting: true)
+        let untold = run(noting: false)
+        // 23 bursts (69 frames): after the first, every frame is rebuilt (two copies and one FEC each).
+        #expect(told.concealed <= 3, "\(told)")
+        #expect(told.fec >= 22 && told.recovered >= 44, "\(told)")
+        // Without the depth only the burst's last frame's copy (and FEC) come in time.
+        #expect(untold.concealed >= 40, "\(untold)")
+    }
+
     @Test func aFasterSenderIsFollowedByDroppingFrames() {
         let jb = Self.buffer()
         // The sender's clock runs 0.5 % fast: a packet every 19.9 ms, for 60 s of the receiver's clock.

@@ -54,25 +54,26 @@ struct LossAdaptationTests {
         #expect(s == .init(expectedLossPercent: 10, inBandFEC: false, bitrateBitsPerSecond: 24_000))  // capped by the maximum
     }
 
-    /// Sustained heavy loss switches redundancy (RED) on, at the base bitrate + 25 %; the reports
-    /// go on counting the path's loss (RED packets are packets of their own), and it switches off
-    /// once the average falls under 8 %.
+    /// Sustained heavy loss switches redundancy (RED, two frames back) on, at the base bitrate +
+    /// 25 %; the reports go on counting the path's loss (RED packets are packets of their own),
+    /// and it switches off once the average falls under 5 %.
     @Test func sustainedHeavyLossSwitchesRedundancyOnAndItsEndOff() throws {
         var a = LossAdaptation(
             baseBitrateBitsPerSecond: 32_000, maximumBitrateBitsPerSecond: 64_000, peerAcceptsFEC: true, allowsRedundancy: true)
         // 18 % reported each second (under the fast switch-on's 20 %): FEC at once, redundancy once
-        // the average reaches 10 % (18 × (1 − 0.85⁵) = 10.0; four reports give 8.6).
+        // the average reaches 10 %. The first reports weigh 1/3, 1/4, 1/5…: 6, 9, then 10.8 %.
         var on: Int?
         for k in 1...30 where on == nil {
             _ = a.reportReceived(fractionLost: 0.18, now: at(Double(k)))
             if k == 1 { #expect(a.settings.inBandFEC && a.settings.expectedLossPercent == 18 && !a.settings.redundancy) }
             if a.settings.redundancy { on = k }
         }
-        #expect(on == 5)
-        #expect(a.settings == .init(expectedLossPercent: 18, inBandFEC: true, bitrateBitsPerSecond: 40_000, redundancy: true))
+        #expect(on == 3)
+        #expect(a.settings == .init(expectedLossPercent: 18, inBandFEC: true, bitrateBitsPerSecond: 40_000, redundantFrames: 2))
         // The same 18 % goes on being reported: nothing changes.
         #expect(a.reportReceived(fractionLost: 0.18, now: at(6)) == nil)
-        // The path gets better (2 % reported): off once the average is under 5 % (nine reports).
+        // The path gets better (2 % reported): off once the average is under 4.5 % (5 % rounded):
+        // from 12.0 % (the fourth report weighed 1/6), the 0.15 weights take nine reports.
         var t = 7.0
         while a.settings.redundancy && t < 60 {
             _ = a.reportReceived(fractionLost: 0.02, now: at(t))
@@ -87,7 +88,9 @@ struct LossAdaptationTests {
     @Test func twoHeavyReportsInARowSwitchRedundancyOnAtOnce() {
         var a = LossAdaptation(
             baseBitrateBitsPerSecond: 32_000, maximumBitrateBitsPerSecond: 64_000, peerAcceptsFEC: true, allowsRedundancy: true)
-        // 25 % and 4 % by turns (the average climbs towards 14.5 % only slowly): not at once.
+        // A clean start (six reports: the weights are down to 0.15), then 25 % and 4 % by turns
+        // (the average climbs towards 14.5 % only slowly): not at once.
+        for k in -5...0 { _ = a.reportReceived(fractionLost: 0, now: at(Double(k + 5) / 10)) }
         for k in 1...4 {
             _ = a.reportReceived(fractionLost: k % 2 == 1 ? 0.25 : 0.04, now: at(Double(k)))
             #expect(!a.settings.redundancy, "on at report \(k)")
@@ -136,9 +139,9 @@ struct LossAdaptationTests {
         var a = LossAdaptation(
             baseBitrateBitsPerSecond: 32_000, maximumBitrateBitsPerSecond: 64_000, peerAcceptsFEC: true, allowsRedundancy: true,
             alwaysRedundant: true)
-        #expect(a.settings == .init(expectedLossPercent: 0, inBandFEC: false, bitrateBitsPerSecond: 32_000, redundancy: true))
+        #expect(a.settings == .init(expectedLossPercent: 0, inBandFEC: false, bitrateBitsPerSecond: 32_000, redundantFrames: 2))
         for k in 1...13 { _ = a.reportReceived(fractionLost: 0.2, now: at(Double(k))) }
-        #expect(a.heavyLoss && a.settings == .init(expectedLossPercent: 20, inBandFEC: true, bitrateBitsPerSecond: 40_000, redundancy: true))
+        #expect(a.heavyLoss && a.settings == .init(expectedLossPercent: 20, inBandFEC: true, bitrateBitsPerSecond: 40_000, redundantFrames: 2))
         for k in 14...40 { _ = a.reportReceived(fractionLost: 0, now: at(Double(k))) }
         #expect(!a.heavyLoss && a.settings.redundancy)
         // FEC's rule again: 5 × the expected loss (decayed by now to a few percent).
@@ -149,6 +152,31 @@ struct LossAdaptationTests {
         #expect(!off.settings.redundancy)  // not negotiated: never
         _ = off.reportReceived(fractionLost: 0.5, now: at(1))
         #expect(!off.settings.redundancy)
+    }
+
+    /// Heavy loss from the call's first report is seen within three reports (the first weigh
+    /// more), where an average starting from zero at 0.15 a report needed six; one heavy first
+    /// report alone does not switch it on, nor does a start at a nominal 5 % (first reports of
+    /// up to 16 %).
+    @Test func heavyLossFromTheStartIsSeenInThreeReportsButNotFromOne() {
+        func reportsUntilOn(_ losses: [Double]) -> Int? {
+            var a = LossAdaptation(
+                baseBitrateBitsPerSecond: 32_000, maximumBitrateBitsPerSecond: 64_000, peerAcceptsFEC: true, allowsRedundancy: true)
+            for (k, loss) in losses.enumerated() {
+                _ = a.reportReceived(fractionLost: loss, now: at(Double(k + 1)))
+                if a.settings.redundancy { return k + 1 }
+            }
+            return nil
+        }
+        #expect(reportsUntilOn(Array(repeating: 0.16, count: 10)) == 3)  // 5.3, 8.0, 9.6 → 10
+        #expect(reportsUntilOn([0.28, 0.04, 0.04, 0.04, 0.04, 0.04]) == nil)  // 9.3, then down
+        #expect(reportsUntilOn([0.16, 0.12, 0.04, 0.06, 0.02, 0.08, 0.04, 0.06]) == nil)
+        // Two frames back by default; one when asked.
+        var one = LossAdaptation(
+            baseBitrateBitsPerSecond: 32_000, maximumBitrateBitsPerSecond: 64_000, peerAcceptsFEC: true, allowsRedundancy: true)
+        one.redundantFrameCount = 1
+        for k in 1...3 { _ = one.reportReceived(fractionLost: 0.25, now: at(Double(k))) }
+        #expect(one.settings.redundantFrames == 1)
     }
 
     @Test func copiesAreNotSentWhenNotAllowed() throws {

@@ -151,7 +151,7 @@ struct MediaLoopAllocationTests {
     /// playout, noise suppression, gain control, high-pass filter) on every frame.
     /// With `dtmf`, ten digits are sent during the counted periods: RFC 4733 events replace the
     /// audio frames (the sender, the queue hand-off), and B's receivers report the digits.
-    /// With `red`, every packet is RFC 2198 RED carrying the frame before it, and every tenth
+    /// With `red`, every packet is RFC 2198 RED carrying the two frames before it, and every tenth
     /// datagram is dropped before B reads it: B fills those frames from the next packet's copy.
     @Test(
         .enabled(if: CAllocationCounter_isAvailable() == 1, "the sanitizers own malloc; counting runs in the plain build"),
@@ -239,8 +239,10 @@ struct MediaLoopAllocationTests {
         let lost = dropped - droppedBefore
         #expect(received >= 299 - lost)
         if red {
-            // Each datagram dropped (30) lost a frame that the next packet carried again.
+            // Each datagram dropped (30) lost a frame that the next packets carried again: each
+            // packet carries the two frames before it.
             #expect(lost == 30)
+            #expect(loopA.counters.read().redundantFramesSent - rtcpBefore.a.redundantFramesSent >= 2 * 300 - 10)
             #expect(after.redundantAudioPacketsReceived - before.redundantAudioPacketsReceived == received)
             #expect(after.framesRecoveredByRedundancy - before.framesRecoveredByRedundancy >= lost - 1)
             #expect(decoded >= 295)

@@ -129,6 +129,12 @@ public final class JitterBuffer {
     private var hasCandidate = false
     /// When a packet was last found missing (0: never in this stream).
     private var lastLossNanoseconds: UInt64 = 0
+    /// How many frames back the stream's RED packets lately carried copies (0: none), and when
+    /// that depth was last seen (see ``noteRedundancy(framesBack:now:)``).
+    private var redundancyDepthFrames: Int64 = 0
+    private var redundancyDepthSeenNanoseconds: UInt64 = 0
+    /// How long a RED depth is remembered when later packets carry fewer copies.
+    private static let redundancyDepthMemoryNanoseconds: UInt64 = 2_000_000_000
     /// When a packet last came too late for its frame (held playout or rejected; 0: never).
     private var lastLateNanoseconds: UInt64 = 0
     private let shrinkHoldoffNanoseconds: UInt64
@@ -169,7 +175,7 @@ public final class JitterBuffer {
         self.frameNanoseconds = Int64(frameNanoseconds)
         guardNanoseconds = Int64(max(0, configuration.adaptiveGuardMilliseconds)) * 1_000_000
         maximumDelayNanoseconds = max(Int64(frameNanoseconds), Int64(max(0, configuration.maximumDelayMilliseconds)) * 1_000_000)
-        lossMemoryNanoseconds = configuration.lossLookahead ? UInt64(max(0, configuration.lossMemoryMilliseconds)) * 1_000_000 : 0
+        lossMemoryNanoseconds = UInt64(max(0, configuration.lossMemoryMilliseconds)) * 1_000_000
         shrinkHoldoffNanoseconds = UInt64(max(0, configuration.shrinkHoldoffMilliseconds)) * 1_000_000
         quietPatiencePulls = max(1, Int(UInt64(max(0, configuration.quietPatienceMilliseconds)) * 1_000_000 / max(1, frameNanoseconds)))
         let sustainNanoseconds = UInt64(max(0, configuration.driftSustainMilliseconds)) * 1_000_000
@@ -355,6 +361,20 @@ public final class JitterBuffer {
         return true
     }
 
+    /// The stream's packets carry copies of the frames up to `framesBack` before their own (RFC
+    /// 2198 RED; the deepest block of a packet). While packets are lost, an adaptive buffer then
+    /// keeps that many frames more buffered (besides FEC's one, with ``Configuration/lossLookahead``),
+    /// so the packet carrying a lost frame's copy has usually arrived when the frame is due. A
+    /// shallower packet (after a pause, or the sender carrying fewer copies) lowers the depth
+    /// only when the deeper one has not been seen for 2 s. Never allocates.
+    public func noteRedundancy(framesBack: Int, now: UInt64) {
+        let depth = Int64(min(max(0, framesBack), 8))
+        if depth >= redundancyDepthFrames || now &- redundancyDepthSeenNanoseconds >= Self.redundancyDepthMemoryNanoseconds {
+            redundancyDepthFrames = depth
+            redundancyDepthSeenNanoseconds = now
+        }
+    }
+
     /// Produces the decision for the next frame period of the audio sink.
     ///
     /// - Parameters:
@@ -457,6 +477,8 @@ public final class JitterBuffer {
         excessPulls = 0
         lastLossNanoseconds = 0
         lastLateNanoseconds = 0
+        redundancyDepthFrames = 0
+        redundancyDepthSeenNanoseconds = 0
         totalWaitNanoseconds = 0
         estimator.reset()
         driftThresholdSamples = targetDelaySamples + driftMarginSamples
@@ -585,7 +607,11 @@ public final class JitterBuffer {
         let lowest = estimator.lowestTransitNanoseconds
         let offset = Int64(bitPattern: now) &- mediaNanoseconds(playoutTimestamp)
         let lossy = lastLossNanoseconds != 0 && now &- lastLossNanoseconds < lossMemoryNanoseconds
-        let required = guardNanoseconds + (lossy ? frameNanoseconds : 0)
+        // While lossy: one frame for FEC (in the next packet), and as many as RED copies reach
+        // back (with both, FEC inside the oldest copy rebuilds the frame before it).
+        let redundancyRecent = redundancyDepthFrames > 0 && now &- redundancyDepthSeenNanoseconds < lossMemoryNanoseconds
+        let lookahead = (configuration.lossLookahead ? 1 : 0) + (redundancyRecent ? redundancyDepthFrames : 0)
+        let required = guardNanoseconds + (lossy ? lookahead * frameNanoseconds : 0)
         let desired = min(estimator.percentileTransitNanoseconds + required, lowest + maximumDelayNanoseconds)
         if scan.count > 0 {
             counters.playoutDelayMilliseconds = Int(max(0, offset - lowest) / 1_000_000)

@@ -18,32 +18,40 @@ import Glibc
 ///   2.0, 2.4 and 2.6. Voice at 64 kb/s is still small next to what a lossy link usually carries,
 ///   but where loss comes from congestion the extra rate adds to it: cap it with the peer's
 ///   `maxaveragebitrate` (or `maximumBitrateIncrease`).
-/// - Heavy loss, when allowed (RFC 2198 RED negotiated): each packet also carries the frame
-///   before it, so a frame is lost only when its packet and the next both are (at 20 %
-///   independent loss about 4 % is left for FEC and concealment). The bitrate then is the base
-///   plus `redundantBitrateIncrease` (a quarter): about twice that in the payload, 80 kb/s from
-///   32, against 64 for FEC alone. It switches on when the *sustained* loss reaches
-///   `redundancyOnPercent` (10 %) and off under `redundancyOffPercent` (5 %): the estimate it
-///   reads is a moving average of the reports (each report weighs `redundancySmoothing`,
-///   0.15: four one-second reports of 15 % switch it on; two in a row of 20 % or more,
-///   `redundancyFastOnPercent`, at once), not the fast-rising one FEC follows —
-///   one-second reports (50 packets) at a nominal 5 % loss read 10 % or more one time in ten,
-///   and one of them must not double the bitrate (simulated, 200 ten-minute calls at 5 %: none
-///   switched on; with each report weighing a fifth, 3). RED packets are packets of their own,
-///   so the reports go on counting the path's loss.
+/// - Heavy loss, when allowed (RFC 2198 RED negotiated): each packet also carries the two frames
+///   before it (`redundantFrameCount`, 2; 1 carries the frame before only), so a frame is lost
+///   only when its packet and the next two are — and with FEC inside the oldest copy, the next
+///   three (at 20 % independent loss 0.2 % is left for concealment, against 4 % with one frame
+///   back; a burst of three is rebuilt whole). The receiving jitter buffer keeps as many frames
+///   more while packets are lost (``JitterBuffer/noteRedundancy(framesBack:now:)``): 60 ms
+///   with FEC. The bitrate then is the base plus `redundantBitrateIncrease` (a quarter): about
+///   three times that in the payload, 120 kb/s from 32, against 64 for FEC alone. It switches
+///   on when the *sustained* loss reaches `redundancyOnPercent` (10 %) and off under
+///   `redundancyOffPercent` (5 %): the estimate it reads is a moving average of the reports
+///   (each report weighs `redundancySmoothing`, 0.15 — the first few more, the n-th 1/(n+2),
+///   so that loss present from the call's start is seen in two or three reports, not five or
+///   six, while one report alone still cannot switch it on; four one-second reports of 15 %
+///   switch it on; two in a row of 20 % or more, `redundancyFastOnPercent`, at once), not the
+///   fast-rising one FEC follows — one-second reports (50 packets) at a nominal 5 % loss read
+///   10 % or more one time in ten, and one of them must not triple the bitrate (simulated, 200
+///   ten-minute calls at 5 %: none switched on; with each report weighing a fifth, 3). RED
+///   packets are packets of their own, so the reports go on counting the path's loss.
 public struct LossAdaptation: Sendable, Equatable {
     public struct Settings: Sendable, Equatable {
         public var expectedLossPercent: Int
         public var inBandFEC: Bool
         public var bitrateBitsPerSecond: Int
-        /// Whether every packet is sent twice (the copy 20 ms later).
-        public var redundancy: Bool
+        /// How many earlier frames each packet carries again (RFC 2198 RED): 0 (none), 1 (the
+        /// frame before) or 2 (the two before).
+        public var redundantFrames: Int
+        /// Whether packets carry earlier frames at all.
+        public var redundancy: Bool { redundantFrames > 0 }
 
-        public init(expectedLossPercent: Int, inBandFEC: Bool, bitrateBitsPerSecond: Int, redundancy: Bool = false) {
+        public init(expectedLossPercent: Int, inBandFEC: Bool, bitrateBitsPerSecond: Int, redundantFrames: Int = 0) {
             self.expectedLossPercent = expectedLossPercent
             self.inBandFEC = inBandFEC
             self.bitrateBitsPerSecond = bitrateBitsPerSecond
-            self.redundancy = redundancy
+            self.redundantFrames = redundantFrames
         }
     }
 
@@ -61,6 +69,9 @@ public struct LossAdaptation: Sendable, Equatable {
     public var redundancyOnPercent = 10
     public var redundancyOffPercent = 5
     public var redundantBitrateIncrease = 0.25
+    /// Frames each packet carries again under heavy loss (1 or 2). With two, a frame is lost only
+    /// when its packet and the next two are (with FEC in the oldest copy, the next three).
+    public var redundantFrameCount = 2
     /// Whether redundancy is on whatever the loss (when allowed at all).
     public var alwaysRedundant: Bool
     /// The weight of each report in the sustained-loss average that switches redundancy.
@@ -81,6 +92,8 @@ public struct LossAdaptation: Sendable, Equatable {
     private var lastReport: MonotonicInstant?
     /// The previous report's fraction lost (the fast switch-on looks at two in a row).
     private var previousReported = 0.0
+    /// Reports taken so far (the sustained average's first weights).
+    private var reports = 0
 
     public init(
         baseBitrateBitsPerSecond: Int, maximumBitrateBitsPerSecond: Int, peerAcceptsFEC: Bool, initialExpectedLossPercent: Int = 0,
@@ -100,7 +113,13 @@ public struct LossAdaptation: Sendable, Equatable {
     /// when they changed, `nil` otherwise.
     public mutating func reportReceived(fractionLost: Double, now: MonotonicInstant) -> Settings? {
         let reported = min(1, max(0, fractionLost))
-        sustainedLoss += (reported - sustainedLoss) * redundancySmoothing
+        // The first reports weigh more (the n-th 1/(n+2), as if two loss-free reports came
+        // before them) until that falls to `redundancySmoothing`: an average that starts at
+        // zero would take five or six reports to reach a heavy loss the call had from the start,
+        // and with these weights one report alone still cannot switch redundancy on (it would
+        // take 30 % lost in the first).
+        reports += 1
+        sustainedLoss += (reported - sustainedLoss) * max(redundancySmoothing, 1 / Double(reports + 2))
         let fastOn = Double(redundancyFastOnPercent) / 100
         if reported >= fastOn && previousReported >= fastOn {
             // Heavy loss twice in a row: the average is lifted to the lesser of the two, from
@@ -129,12 +148,13 @@ public struct LossAdaptation: Sendable, Equatable {
 
     private func target(expectedLossPercent: Int, heavy: Bool) -> Settings {
         let redundancy = heavy || (allowsRedundancy && alwaysRedundant)
+        let frames = redundancy ? min(2, max(1, redundantFrameCount)) : 0
         let increase = heavy
             ? redundantBitrateIncrease
             : min(maximumBitrateIncrease, bitrateIncreasePerLoss * Double(expectedLossPercent) / 100)
         let bitrate = min(maximumBitrateBitsPerSecond, Int((Double(baseBitrateBitsPerSecond) * (1 + increase)).rounded()))
         return Settings(
             expectedLossPercent: expectedLossPercent, inBandFEC: peerAcceptsFEC && expectedLossPercent > 0,
-            bitrateBitsPerSecond: bitrate, redundancy: redundancy)
+            bitrateBitsPerSecond: bitrate, redundantFrames: frames)
     }
 }
