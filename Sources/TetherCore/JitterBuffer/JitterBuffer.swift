@@ -37,7 +37,8 @@
 /// - Adaptive target (``Configuration/adaptiveTarget``): each pull compares how long after the
 ///   fastest recent packet's arrival the frame is pulled (the playout delay) with the delay the
 ///   arrivals call for (the 99th-percentile lateness plus a guard, plus one frame while packets
-///   are lost so FEC can be used, bounded). Too short: at a quiet moment one concealment frame
+///   are lost so FEC can be used, and as many more as the stream's RED copies reach back — see
+///   ``noteRedundancy(framesBack:now:)`` — bounded). Too short: at a quiet moment one concealment frame
 ///   is inserted (``PullResult/insertedFrame``), which holds the playout point. A whole frame
 ///   too long on every pull for ``Configuration/driftSustainMilliseconds``: the frame at the
 ///   playout point is dropped at a quiet moment, or after ``Configuration/quietPatienceMilliseconds``
