@@ -853,7 +853,7 @@ public actor CallSession {
             framesRecoveredByRedundancy: c.framesRecoveredByRedundancy, redundantAudioPacketsReceived: c.redundantAudioPacketsReceived,
             latePackets: c.latePackets, captureOverruns: source.overruns, playbackUnderruns: sink.underruns,
             encoderExpectedLossPercent: c.encoderExpectedLossPercent, encoderInBandFEC: c.encoderInBandFEC,
-            encoderAdaptations: c.encoderAdaptations, sendsRedundantAudio: c.encoderRedundancy,
+            encoderAdaptations: c.encoderAdaptations,
             redundantFramesSent: c.redundantFramesSent, redundantFramesPerPacket: c.encoderRedundantFrames,
             sendBitrateBitsPerSecond: c.sendBitrateBitsPerSecond, receiveBitrateBitsPerSecond: c.receiveBitrateBitsPerSecond,
             mediaThreadScheduling: context.media?.scheduling.rawValue ?? ThreadScheduling.notStarted.rawValue,

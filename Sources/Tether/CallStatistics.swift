@@ -123,14 +123,14 @@ public struct CallStatistics: Sendable, Equatable {
     public var encoderInBandFEC: Bool
     /// Times the encoder was reconfigured for the reported loss.
     public var encoderAdaptations: Int
-    /// Whether each packet currently also carries earlier frames (RFC 2198 RED, negotiated and
-    /// switched on by heavy loss the peer reports).
-    public var sendsRedundantAudio: Bool
     /// Frames sent again, inside later packets' RED payloads (a frame carried by the next two
     /// packets counts twice).
     public var redundantFramesSent: Int
     /// How many earlier frames each packet currently carries (0 while RED is off; 1 or 2).
     public var redundantFramesPerPacket: Int = 0
+    /// Whether each packet currently also carries earlier frames (RFC 2198 RED, negotiated and
+    /// switched on by heavy loss the peer reports).
+    public var sendsRedundantAudio: Bool { redundantFramesPerPacket > 0 }
     /// DTMF (RFC 4733): digits sent and received, and telephone-event packets sent and received
     /// (in `packetsSent`/`packetsReceived` too).
     public var dtmfDigitsSent: Int = 0
@@ -277,7 +277,7 @@ struct MediaCounters: BitwiseCopyable {
     var encoderInBandFEC = false
     var encoderBitrateBitsPerSecond = 0
     var encoderAdaptations = 0
-    var encoderRedundancy = false
+    /// Earlier frames each packet carries (RED; 0: off).
     var encoderRedundantFrames = 0
     var redundantFramesSent = 0
     var sendBitrateBitsPerSecond = 0

@@ -208,7 +208,6 @@ final class MediaLoop: @unchecked Sendable {
         redundantBlock = .allocate(capacity: 2)
         redundancyInUse = setup.lossAdaptation.settings.redundancy ? setup.redundantAudio : nil
         redundantFramesInUse = setup.lossAdaptation.settings.redundantFrames
-        stats.encoderRedundancy = redundancyInUse != nil
         stats.encoderRedundantFrames = redundancyInUse != nil ? redundantFramesInUse : 0
         rtcpBuffer = .allocate(byteCount: 1500, alignment: 16)
         sentHistory = .allocate(capacity: Self.sentHistoryCapacity)
@@ -688,7 +687,6 @@ final class MediaLoop: @unchecked Sendable {
         stats.encoderExpectedLossPercent = settings.expectedLossPercent
         redundancyInUse = settings.redundancy ? setup.redundantAudio : nil
         redundantFramesInUse = settings.redundantFrames
-        stats.encoderRedundancy = redundancyInUse != nil
         stats.encoderRedundantFrames = redundancyInUse != nil ? redundantFramesInUse : 0
         stats.encoderInBandFEC = settings.inBandFEC
         stats.encoderBitrateBitsPerSecond = settings.bitrateBitsPerSecond
@@ -863,20 +861,20 @@ final class MediaLoop: @unchecked Sendable {
             }
             back -= 1
         }
-        // The newest blocks are kept when not all fit: drop from the oldest.
-        var written: Int?
+        // The newest blocks are kept when not all fit: drop from the oldest, down to the primary
+        // alone (which always fits).
+        // (No local function here: one capturing `blocks`, a var, allocates a box per packet in
+        // a debug build — the allocation test caught it.)
         var first = 0
-        while written == nil && first < blocks {
+        var written: Int?
+        while true {
             written = RedundantAudioPayload.write(
                 primaryPayloadType: red.blockPayloadType, primary: primary,
                 redundant: UnsafeBufferPointer(rebasing: redundantBlock[first..<blocks]), into: out)
-            if written != nil { stats.redundantFramesSent += blocks - first } else { first += 1 }
+            if written != nil || first == blocks { break }
+            first += 1
         }
-        if written == nil {
-            written = RedundantAudioPayload.write(
-                primaryPayloadType: red.blockPayloadType, primary: primary,
-                redundant: UnsafeBufferPointer(rebasing: redundantBlock[0..<0]), into: out)
-        }
+        if written != nil { stats.redundantFramesSent += blocks - first }
         // Slot 1 takes slot 0's frame, slot 0 this one.
         if earlierFrameLengths[0] > 0 {
             UnsafeMutableRawBufferPointer(rebasing: earlierFrames[stride..<(stride + earlierFrameLengths[0])])
