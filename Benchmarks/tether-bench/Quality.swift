@@ -117,11 +117,11 @@ struct QualityBench: AsyncParsableCommand {
         var framesDroppedForDelay: Int
         var playbackUnderruns: Int
         var heardLossPercent: Double
-        /// Frames B rebuilt from RED copies, and about how many of A's packets carried copies, in
-        /// percent (frames sent again over the copies per packet at the end, over packets sent:
-        /// how much of the call RED covered). Tether only.
+        /// Frames B rebuilt from RED copies, and the share of the packets B received that were RED
+        /// (how much of the call RED covered; the relay's loss does not look at the payload).
+        /// Tether only.
         var framesRecoveredByRedundancy = 0
-        var packetsWithCopiesPercent = 0.0
+        var redundantPacketsPercent = 0.0
         /// nil when the listener's jitter buffer had no figure (nothing buffered for 0.5 s).
         var jitterBufferDelayMilliseconds: Double?
         var jitterBufferTargetMilliseconds: Double
@@ -278,7 +278,6 @@ struct QualityBench: AsyncParsableCommand {
         let deadline = ContinuousClock.now + .seconds(seconds + 0.6)
         try await Task.sleep(until: deadline)
         let s = b.statistics()
-        let sa = a.statistics()
         // Both hang up (signaling would tell B; the BYE alone may be lost on a lossy path).
         await a.hangUp()
         await b.hangUp()
@@ -291,10 +290,8 @@ struct QualityBench: AsyncParsableCommand {
             jitterBufferDelayMilliseconds: s.jitterBufferDelayMilliseconds,
             jitterBufferTargetMilliseconds: s.jitterBufferTargetMilliseconds, meanOpinionScoreEstimate: s.meanOpinionScore)
         run.framesRecoveredByRedundancy = s.framesRecoveredByRedundancy
-        // Frames sent again over packets sent, per copy each packet carries (1 or 2; when it was
-        // turned off by the end, 1 underestimates nothing: the count is of frames, not packets).
-        run.packetsWithCopiesPercent = sa.packetsSent > 0
-            ? 100 * Double(sa.redundantFramesSent) / Double(max(1, sa.redundantFramesPerPacket)) / Double(sa.packetsSent) : 0
+        run.redundantPacketsPercent = s.packetsReceived > 0
+            ? 100 * Double(s.redundantAudioPacketsReceived) / Double(s.packetsReceived) : 0
         if s.packetsReceived == 0 {
             // Not a score of what a listener heard, but a call that never carried media: shown
             // under "not scored" with what B's session said, not averaged in as silence.
@@ -519,7 +516,7 @@ struct QualityBench: AsyncParsableCommand {
                 "framesInsertedForDelay": r.framesInsertedForDelay, "framesDroppedForDelay": r.framesDroppedForDelay,
                 "playbackUnderruns": r.playbackUnderruns,
                 "heardLossPercent": r.heardLossPercent,
-                "framesRecoveredByRedundancy": r.framesRecoveredByRedundancy, "packetsWithCopiesPercent": r.packetsWithCopiesPercent, "jitterBufferTargetMs": r.jitterBufferTargetMilliseconds,
+                "framesRecoveredByRedundancy": r.framesRecoveredByRedundancy, "redundantPacketsPercent": r.redundantPacketsPercent, "jitterBufferTargetMs": r.jitterBufferTargetMilliseconds,
             ]
             if let delay = r.jitterBufferDelayMilliseconds { row["jitterBufferDelayMs"] = delay }
             if let p = r.pesq { row["pesqWB"] = p }
