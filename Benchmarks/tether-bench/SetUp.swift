@@ -1,7 +1,10 @@
 import ArgumentParser
 import Foundation
+import Synchronization
 import Tether
+import TetherFaults
 import TetherRealtime
+import TetherTestbed
 
 /// Call set-up time on loopback, SDES against DTLS-SRTP: from the moment the offer exists (ICE
 /// gathered) to both sides `established` (media decoded both ways).
@@ -43,14 +46,97 @@ enum SetUpBench {
     }
 }
 
+/// Call set-up through the impairment relay with random loss both ways: how long until each side
+/// hears the other. The offer and answer go without loss (signaling is another path); the ICE
+/// checks, DTLS-free SDES media and RTCP go through the relay. Each call its own loss seed.
+enum LossySetUpBench {
+    struct Call {
+        var seed: UInt64
+        /// Offer made → A `established` (A decoded B's media), and → B `established`; nil: not
+        /// within the limit.
+        var aHears: Double?
+        var bHears: Double?
+        /// ICE-restart descriptions (offers and answers) A and B sent during set-up.
+        var restarts: Int
+        var bothHear: Double? { aHears.flatMap { a in bHears.map { max(a, $0) } } }
+    }
+
+    static func measure(lossPercent: Double, calls: Int, firstSeed: UInt64, limitSeconds: Double) async throws -> [Call] {
+        var out: [Call] = []
+        for index in 0..<calls {
+            let seed = firstSeed + UInt64(index)
+            let relay = try UDPImpairmentRelay(seed: seed)
+            defer { relay.stop() }
+            // Each side its own source and sink (a configuration's devices are objects).
+            func configuration() -> CallConfiguration {
+                CallConfiguration(localAddresses: ["127.0.0.1"], statisticsIntervalSeconds: 0, followsNetworkChanges: false)
+            }
+            let a = try CallSession(configuration: configuration())
+            let b = try CallSession(configuration: configuration())
+            let started = Mutex<UInt64>(0)
+            let heard = Mutex<(a: Double?, b: Double?, restarts: Int)>((nil, nil, 0))
+            let signaling = InProcessSignaling(a: a, b: b, relay: relay) { side, event in
+                switch event {
+                case .stateChanged(_, .established, _):
+                    let t = Double(MonotonicClock.nanoseconds() - started.withLock { $0 }) / 1e9
+                    heard.withLock {
+                        if side == .a, $0.a == nil { $0.a = t }
+                        if side == .b, $0.b == nil { $0.b = t }
+                    }
+                case .localDescription(let message) where message.isRestart:
+                    heard.withLock { $0.restarts += 1 }
+                default: break
+                }
+            }
+            relay.updateImpairments { $0.lossPercent = lossPercent }
+            try await a.start()
+            try await b.start()
+            started.withLock { $0 = MonotonicClock.nanoseconds() }
+            try await signaling.connect()
+            let deadline = started.withLock { $0 } + UInt64(limitSeconds * 1e9)
+            while MonotonicClock.nanoseconds() < deadline {
+                let h = heard.withLock { $0 }
+                if h.a != nil && h.b != nil { break }
+                try await Task.sleep(for: .milliseconds(5))
+            }
+            let h = heard.withLock { $0 }
+            await a.hangUp()
+            await b.hangUp()
+            await signaling.waitUntilFinished()
+            out.append(Call(seed: seed, aHears: h.a, bHears: h.b, restarts: h.restarts))
+        }
+        return out
+    }
+}
+
 struct SetUpBenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "setup", abstract: "Call set-up time on loopback (offer made → both sides established), SDES against DTLS-SRTP.")
+        commandName: "setup", abstract: "Call set-up time on loopback (offer made → both sides established), SDES against DTLS-SRTP; with --loss, through the impairment relay with random loss both ways, seed by seed.")
 
-    @Option(help: "Calls per keying.")
+    @Option(help: "Calls per keying (per loss figure with --loss).")
     var calls = 20
 
+    @Option(help: "Random loss both ways, percent: measure set-up through the impairment relay instead (each call its own seed, SDES).")
+    var loss: Double?
+
+    @Option(help: "First loss seed with --loss.")
+    var firstSeed: UInt64 = 1
+
     func run() async throws {
+        if let loss {
+            let limit = 10.0
+            let results = try await LossySetUpBench.measure(lossPercent: loss, calls: calls, firstSeed: firstSeed, limitSeconds: limit)
+            for r in results {
+                say(String(format: "seed %3llu: A hears B %@, B hears A %@, restarts %d", r.seed,
+                    r.aHears.map { String(format: "%.2f s", $0) } ?? "no", r.bHears.map { String(format: "%.2f s", $0) } ?? "no", r.restarts))
+            }
+            let both = results.map { $0.bothHear ?? limit }.sorted()
+            let over = { (s: Double) in results.filter { ($0.bothHear ?? limit) > s }.count }
+            say(String(format: "%.0f %% loss, %d calls: both hear each other, median %.2f s, 90th %.2f s, worst %.2f s; over 1 s: %d, over 2 s: %d, not within %.0f s: %d; calls with an ICE restart: %d",
+                loss, results.count, both[both.count / 2], both[min(both.count - 1, both.count * 9 / 10)], both.last ?? 0,
+                over(1), over(2), limit, results.filter { $0.bothHear == nil }.count, results.filter { $0.restarts > 0 }.count))
+            return
+        }
         for keying in [CallConfiguration.Keying.sdes, .dtls] {
             let f = try await SetUpBench.measure(keying: keying, calls: calls)
             say(String(format: "%@: median %.1f ms [%.1f–%.1f] over %d calls", keying == .sdes ? "SDES     " : "DTLS-SRTP", f.median, f.minimum, f.maximum, calls))

@@ -1101,6 +1101,9 @@ public actor CallSession {
         remoteHold = !result.remoteDirection.isReceiving
         _ = m.handle(.peerSendsMedia(result.direction.isReceiving && !remoteHold), now: now)
         _ = m.handle(.weSendMedia(result.direction.isSending), now: now)
+        // ICE may have selected a pair before the negotiation finished (the answerer's checks
+        // start with the offer): the machine must know we can send (its send-path grace).
+        if selectedPair != nil { _ = m.handle(.iceConnected, now: now) }
         publishHold()
         statisticsContext.withLock { $0.direction = result.direction.rawValue }
         machine = m
@@ -1456,7 +1459,6 @@ public actor CallSession {
                 case .established, .mediaDisrupted, .renewingMedia:
                     let before = state
                     if let s = Self.callState(to), state != s, !state.isEnded, state != .ending { transition(to: s) }
-                    if to == .established && selectedPair == nil { watchForASendPath() }
                     // Our reception stopped or came back: tell the peer now (an RTCP report), so it
                     // sees one-way audio, or its end, within a round trip, not a report interval.
                     if to == .mediaDisrupted || (to == .established && (before == .mediaDisrupted || before == .renewingMedia)) {
@@ -1569,31 +1571,6 @@ public actor CallSession {
         eventSink.yield(.statistics(statistics()))
     }
 
-    /// Established by the peer's media before our ICE selected a pair (the peer's checks
-    /// succeeded first). Normally ours follow within milliseconds; when they do not (their
-    /// responses were lost: libnice gives up on a pair after three transmissions over about
-    /// 2 s, and reports the component FAILED only seconds later) we cannot send, the peer hears
-    /// nothing and stays `connecting` until its connect timeout. After
-    /// `sendPathGraceSeconds` without a pair the machine is told, and renews the path at once
-    /// (quality bench, 20 % loss both ways, clip 4: before, the peer never got media).
-    private func watchForASendPath() {
-        let grace = Self.sendPathGraceSeconds
-        timers.append(
-            Task { [weak self] in
-                guard (try? await Task.sleep(for: .seconds(grace))) != nil else { return }
-                await self?.checkSendPath()
-            })
-    }
-
-    /// How long media may arrive before our ICE has a pair to answer it on: libnice's three
-    /// check transmissions span about 2 s (500, 1000, 500 ms, measured).
-    static let sendPathGraceSeconds = 2.5
-
-    private func checkSendPath() {
-        guard state == .established, selectedPair == nil else { return }
-        feed(.noSendPath)
-    }
-
     private func connectTimedOut() {
         guard state == .connecting else { return }
         let error = TetherError(
@@ -1627,6 +1604,7 @@ public actor CallSession {
             perform(dtls.connection.receive(datagram))
         case .ice(.selectedPairChanged(let pair)):
             selectedPair = pair
+            feed(.iceConnected)
             startDTLSIfClient()
             statisticsContext.withLock {
                 $0.localAddress = pair.local

@@ -6,10 +6,11 @@ import TetherCore
 /// given up on. Driven by hand with explicit instants (milliseconds).
 @Suite("Reconnection core on hold")
 struct HoldReconnectionTests {
-    /// A machine on an established call: media started at 0, a frame decoded at 40 ms.
+    /// A machine on an established call: media started (ICE connected) at 0, a frame decoded at 40 ms.
     private func establishedMachine(glareRole: ReconnectStateMachine.GlareRole = .keepsOwnOffer) -> ReconnectStateMachine {
         var m = ReconnectStateMachine(glareRole: glareRole)
         _ = m.handle(.mediaStarted, now: reconnectInstant(0))
+        _ = m.handle(.iceConnected, now: reconnectInstant(0))
         _ = m.handle(.inboundPacket, now: reconnectInstant(20))
         _ = m.handle(.mediaDecoded, now: reconnectInstant(40))
         #expect(m.state == .established)

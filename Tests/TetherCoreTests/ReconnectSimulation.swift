@@ -87,6 +87,8 @@ struct ReconnectSimulation {
     mutating func run(untilMilliseconds milliseconds: UInt64) {
         if !prepared {
             prepared = true
+            // ICE selected its pair before the first media (a working path): no send-path grace.
+            scripted.insert((0, .iceConnected), at: 0)
             scripted.insert((0, .mediaStarted), at: 0)
             scripted.sort { $0.milliseconds < $1.milliseconds }
             nextReport = peerReportIntervalMilliseconds.map { $0 * Self.millisecond }

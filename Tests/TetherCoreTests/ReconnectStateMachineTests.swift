@@ -242,6 +242,7 @@ struct ReconnectStateMachineSimulationTests {
     @Test func anAttemptThatFoundNothingIsNotCountedAndWaitsForANetwork() {
         var machine = ReconnectStateMachine(policy: twoSecondRenewal, glareRole: .keepsOwnOffer)
         _ = machine.handle(.mediaStarted, now: reconnectInstant(0))
+        _ = machine.handle(.iceConnected, now: reconnectInstant(0))
         _ = machine.handle(.inboundPacket, now: reconnectInstant(10))
         _ = machine.handle(.mediaDecoded, now: reconnectInstant(20))
         #expect(machine.handle(.localNetworkChanged, now: reconnectInstant(1_000)) == [
@@ -266,6 +267,7 @@ struct ReconnectStateMachineSimulationTests {
     @Test func aPeerOfferWhileWaitingIsAnsweredWithRegathering() {
         var machine = ReconnectStateMachine(policy: twoSecondRenewal, glareRole: .yieldsToPeer)
         _ = machine.handle(.mediaStarted, now: reconnectInstant(0))
+        _ = machine.handle(.iceConnected, now: reconnectInstant(0))
         _ = machine.handle(.inboundPacket, now: reconnectInstant(10))
         _ = machine.handle(.mediaDecoded, now: reconnectInstant(20))
         #expect(machine.handle(.localNetworkLost, now: reconnectInstant(300)) == [.changeState(to: .mediaDisrupted)])
@@ -285,6 +287,7 @@ struct ReconnectStateMachineSimulationTests {
     @Test func aPeerOfferDuringOurRegatheringAttemptIsAnsweredWithRegathering() {
         var machine = ReconnectStateMachine(policy: twoSecondRenewal, glareRole: .yieldsToPeer)
         _ = machine.handle(.mediaStarted, now: reconnectInstant(0))
+        _ = machine.handle(.iceConnected, now: reconnectInstant(0))
         _ = machine.handle(.inboundPacket, now: reconnectInstant(10))
         _ = machine.handle(.mediaDecoded, now: reconnectInstant(20))
         #expect(machine.handle(.localNetworkChanged, now: reconnectInstant(1_000)) == [
@@ -491,10 +494,11 @@ struct ReconnectStateMachineSimulationTests {
 
 @Suite("ReconnectStateMachine inputs")
 struct ReconnectStateMachineInputTests {
-    /// A machine established at 40 ms with a packet at 0 ms.
+    /// A machine established at 40 ms with a packet at 0 ms (ICE connected at 0 ms).
     private func establishedMachine(glareRole: ReconnectStateMachine.GlareRole = .keepsOwnOffer) -> ReconnectStateMachine {
         var machine = ReconnectStateMachine(policy: twoSecondRenewal, glareRole: glareRole)
         _ = machine.handle(.mediaStarted, now: reconnectInstant(0))
+        _ = machine.handle(.iceConnected, now: reconnectInstant(0))
         _ = machine.handle(.inboundPacket, now: reconnectInstant(0))
         _ = machine.handle(.mediaDecoded, now: reconnectInstant(40))
         return machine
@@ -553,33 +557,90 @@ struct ReconnectStateMachineInputTests {
         #expect(machine.handle(.mediaDecoded, now: reconnectInstant(760)) == [.changeState(to: .established)])
     }
 
-    /// The peer's media arrives but our checks failed (no pair to send on): renewal at once, and
-    /// the call is restored only when ICE connects again and media flows — inbound media alone,
-    /// which never stopped, does not restore it. Before media (connecting) it changes nothing.
-    @Test func noSendPathRenewsAtOnceAndWaitsForICEToConnect() {
-        var connecting = ReconnectStateMachine(policy: twoSecondRenewal, glareRole: .keepsOwnOffer)
-        _ = connecting.handle(.mediaStarted, now: reconnectInstant(0))
-        #expect(connecting.handle(.noSendPath, now: reconnectInstant(100)) == [])
-        #expect(connecting.state == .connecting)
-
-        var machine = establishedMachine()
-        #expect(machine.handle(.noSendPath, now: reconnectInstant(500)) == [
-            .changeState(to: .renewingMedia), .restartICE(attempt: 1, regatherCandidates: false),
+    /// The peer's media establishes the call but our checks failed (no pair to send on): one
+    /// grace (1 s by default) after the media, renewal at once — the controlling side restarts,
+    /// the other offers with fresh candidates (the peer, hearing nothing, offers nothing). The
+    /// call is restored only when ICE connects and media flows — inbound media alone, which
+    /// never stopped, does not restore it.
+    @Test(arguments: [ReconnectStateMachine.GlareRole.keepsOwnOffer, .yieldsToPeer])
+    func noPairOneGraceAfterMediaRenewsAtOnceAndWaitsForICEToConnect(role: ReconnectStateMachine.GlareRole) {
+        var machine = ReconnectStateMachine(policy: twoSecondRenewal, glareRole: role)
+        _ = machine.handle(.mediaStarted, now: reconnectInstant(0))
+        _ = machine.handle(.inboundPacket, now: reconnectInstant(0))
+        #expect(machine.handle(.mediaDecoded, now: reconnectInstant(40)) == [.changeState(to: .established)])
+        // The grace ends before the silence threshold would (media keeps arriving anyway).
+        #expect(machine.nextDeadline() == reconnectInstant(1_000))
+        for t in stride(from: 20 as UInt64, through: 1_020, by: 20) {
+            _ = machine.handle(.inboundPacket, now: reconnectInstant(t))
+            if t < 1_040 { #expect(machine.state == .established) }
+        }
+        #expect(machine.nextDeadline() == reconnectInstant(1_040))
+        #expect(machine.handle(.tick, now: reconnectInstant(1_045)) == [
+            .changeState(to: .renewingMedia),
+            .restartICE(attempt: 1, regatherCandidates: role == .yieldsToPeer),
         ])
-        #expect(machine.handle(.renewalAnswered(attempt: 1), now: reconnectInstant(650)) == [.applyRenewalAnswer(attempt: 1)])
+        #expect(machine.handle(.renewalAnswered(attempt: 1), now: reconnectInstant(1_150)) == [.applyRenewalAnswer(attempt: 1)])
         // The peer's media goes on arriving: not restored while we still have no pair.
-        for t in stride(from: 520 as UInt64, through: 800, by: 20) {
+        for t in stride(from: 1_040 as UInt64, through: 1_300, by: 20) {
             _ = machine.handle(.inboundPacket, now: reconnectInstant(t))
             #expect(machine.handle(.mediaDecoded, now: reconnectInstant(t + 5)) == [])
         }
         #expect(machine.state == .renewingMedia)
-        #expect(machine.handle(.iceConnected, now: reconnectInstant(810)) == [.changeState(to: .established)])
+        #expect(machine.handle(.iceConnected, now: reconnectInstant(1_310)) == [.changeState(to: .established)])
         #expect(machine.timeline.records == [
-            Record(start: reconnectInstant(500), end: reconnectInstant(810), cause: .noSendPath, attempts: 1,
+            Record(start: reconnectInstant(1_040), end: reconnectInstant(1_310), cause: .noSendPath, attempts: 1,
                    outcome: .renewed(attempts: 1))
         ])
-        // A later iceConnected (a path change) restores nothing and changes nothing.
-        #expect(machine.handle(.iceConnected, now: reconnectInstant(900)) == [])
+        // No second grace, and a later iceConnected (a path change) changes nothing.
+        #expect(machine.nextDeadline() == reconnectInstant(2_300))
+        #expect(machine.handle(.iceConnected, now: reconnectInstant(1_400)) == [])
+    }
+
+    /// A pair selected before the media came (the usual order), or within the grace: no timer,
+    /// no renewal, ever. Before media (connecting) nothing is timed either.
+    @Test func aPairBeforeOrWithinTheGraceRenewsNothing() {
+        var before = ReconnectStateMachine(policy: twoSecondRenewal, glareRole: .keepsOwnOffer)
+        _ = before.handle(.mediaStarted, now: reconnectInstant(0))
+        _ = before.handle(.iceConnected, now: reconnectInstant(10))
+        #expect(before.nextDeadline() == nil)
+        _ = before.handle(.inboundPacket, now: reconnectInstant(20))
+        _ = before.handle(.mediaDecoded, now: reconnectInstant(40))
+        #expect(before.nextDeadline() == reconnectInstant(1_020))  // the silence threshold only
+
+        var within = ReconnectStateMachine(policy: twoSecondRenewal, glareRole: .yieldsToPeer)
+        _ = within.handle(.mediaStarted, now: reconnectInstant(0))
+        #expect(within.handle(.tick, now: reconnectInstant(5_000)) == [])  // connecting: no grace
+        _ = within.handle(.inboundPacket, now: reconnectInstant(5_000))
+        _ = within.handle(.mediaDecoded, now: reconnectInstant(5_040))
+        #expect(within.nextDeadline() == reconnectInstant(6_000))
+        _ = within.handle(.inboundPacket, now: reconnectInstant(5_900))
+        #expect(within.handle(.iceConnected, now: reconnectInstant(5_950)) == [])
+        #expect(within.nextDeadline() == reconnectInstant(6_900))
+        for t in stride(from: 5_920 as UInt64, through: 9_000, by: 20) {
+            #expect(within.handle(.inboundPacket, now: reconnectInstant(t)) == [])
+        }
+        #expect(within.state == .established && within.timeline.records.isEmpty)
+    }
+
+    /// Silence that comes before the grace ends is a silence disruption, not a missing path;
+    /// media resuming by itself while ICE still has no pair starts a fresh grace.
+    @Test func silenceBeforeTheGraceIsASilenceDisruptionAndResumingStartsAnotherGrace() {
+        var policy = twoSecondRenewal
+        policy.sendPathGraceSeconds = 3
+        var machine = ReconnectStateMachine(policy: policy, glareRole: .keepsOwnOffer)
+        _ = machine.handle(.mediaStarted, now: reconnectInstant(0))
+        _ = machine.handle(.inboundPacket, now: reconnectInstant(0))
+        _ = machine.handle(.mediaDecoded, now: reconnectInstant(40))
+        #expect(machine.handle(.tick, now: reconnectInstant(1_000)) == [.changeState(to: .mediaDisrupted)])
+        #expect(machine.timeline.records.last?.cause == .inboundSilence)
+        _ = machine.handle(.inboundPacket, now: reconnectInstant(1_500))
+        #expect(machine.handle(.mediaDecoded, now: reconnectInstant(1_540)) == [.changeState(to: .established)])
+        #expect(machine.nextDeadline() == reconnectInstant(2_500))  // silence first; the grace at 4 540
+        for t in stride(from: 1_520 as UInt64, through: 4_520, by: 20) { _ = machine.handle(.inboundPacket, now: reconnectInstant(t)) }
+        #expect(machine.handle(.tick, now: reconnectInstant(4_540)) == [
+            .changeState(to: .renewingMedia), .restartICE(attempt: 1, regatherCandidates: false),
+        ])
+        #expect(machine.timeline.records.last?.cause == .noSendPath)
     }
 
     @Test func glareKeepsTheCallersOfferAndTheCalleeYields() {
@@ -619,7 +680,7 @@ struct ReconnectStateMachineInputTests {
         #expect(machine.nextDeadline() == reconnectInstant(7_200))
     }
 
-    @Test(arguments: [ReconnectStateMachine.Input.tick, .inboundPacket, .mediaDecoded, .iceFailed, .iceConnected, .noSendPath,
+    @Test(arguments: [ReconnectStateMachine.Input.tick, .inboundPacket, .mediaDecoded, .iceFailed, .iceConnected,
                       .localNetworkChanged, .renewalStarted(attempt: 1), .renewalAnswered(attempt: 1), .peerRenewalOffer,
                       .peerSendsMedia(false), .weSendMedia(false), .peerReport(extendedHighestSequence: 7), .hangUp,
                       .mediaStarted])
@@ -676,6 +737,7 @@ struct ReconnectStateMachineRenewalTimingTests {
     @Test func packetsWithoutDecodedFramesPostponeRenewalUntilSilentAgain() {
         var machine = ReconnectStateMachine(policy: twoSecondRenewal, glareRole: .keepsOwnOffer)
         _ = machine.handle(.mediaStarted, now: reconnectInstant(0))
+        _ = machine.handle(.iceConnected, now: reconnectInstant(0))
         _ = machine.handle(.inboundPacket, now: reconnectInstant(0))
         _ = machine.handle(.mediaDecoded, now: reconnectInstant(40))
         #expect(machine.handle(.tick, now: reconnectInstant(1_000)) == [.changeState(to: .mediaDisrupted)])
@@ -696,6 +758,7 @@ struct ReconnectStateMachineRenewalTimingTests {
             firstRetryDelaySeconds: 0.25, retryDelayMultiplier: 3, maximumRetryDelaySeconds: 1, giveUpSeconds: 13)
         var machine = ReconnectStateMachine(policy: policy, glareRole: .keepsOwnOffer)
         _ = machine.handle(.mediaStarted, now: reconnectInstant(0))
+        _ = machine.handle(.iceConnected, now: reconnectInstant(0))
         _ = machine.handle(.inboundPacket, now: reconnectInstant(0))
         _ = machine.handle(.mediaDecoded, now: reconnectInstant(40))
         var wakeUps: [(UInt64, [ReconnectStateMachine.Action])] = []

@@ -148,7 +148,7 @@ struct OutageTests {
     /// A's connectivity checks all go unanswered (the relay drops every Binding success
     /// response from B to A) while B's succeed: B is READY and sends, A is established by B's
     /// media with no pair to send on, and B hears nothing. A renews the path at once
-    /// (`noSendPath`, 2.5 s after media) — with the responses let through again from then — and
+    /// (`noSendPath`, 1 s after media: `ReconnectionPolicy.sendPathGraceSeconds`) — with the responses let through again from then — and
     /// B gets A's media. Without the renewal B stays `connecting` until its connect timeout.
     @Test func aSideWhoseChecksGoUnansweredRenewsAndThePeerGetsMedia() async throws {
         let call = try RelayedCall()
@@ -164,6 +164,38 @@ struct OutageTests {
         #expect(await call.when("A", enters: "established", since: renewing, timeoutSeconds: 15) != nil)
         let disruption = try #require(call.a.statistics().recovery.disruptions.first)
         #expect(disruption.cause == "no path to send on" && disruption.attempts >= 1, "\(disruption)")
+        await call.a.hangUp()
+        await call.b.hangUp()
+    }
+
+    /// The mirror case: B's checks go unanswered (the relay drops A's Binding success responses)
+    /// while A's succeed. A nominates its pair and sends; B, established by A's media, has no
+    /// pair and A hears nothing — and A, the controlling side, has nothing to renew (it is still
+    /// `connecting`). So B, which otherwise leaves restart offers to A, offers one itself with
+    /// fresh candidates one grace after the media; A answers it and hears B. (Before, B's
+    /// renewal waited for an offer from A that never came, and A heard B only after B's first
+    /// attempt timed out, 8 s into the call.)
+    @Test func aControlledSideWhoseChecksGoUnansweredOffersTheRenewalItself() async throws {
+        let call = try RelayedCall()
+        call.relay.updateImpairments { $0.dropsBindingResponses = .aToB }
+        try await call.start()
+        let established = try #require(await call.when("B", enters: "established", timeoutSeconds: 10))
+        let renewing = try #require(await call.when("B", enters: "renewingMedia", timeoutSeconds: 15))
+        #expect(call.a.state == .connecting)  // A never heard B: nothing for it to renew
+        // The fault lasts until libnice has given up on B's first pair (three transmissions over
+        // about 2 s from the start): only a renewal can give B a pair after that.
+        try await Task.sleep(for: .seconds(1.5))
+        call.relay.updateImpairments { $0.dropsBindingResponses = nil }
+        #expect(call.relay.statistics().aToB.droppedBindingResponses > 0)
+        let aHears = try #require(await call.when("A", enters: "established", timeoutSeconds: 15))
+        #expect(await call.when("B", enters: "established", since: renewing, timeoutSeconds: 15) != nil)
+        let disruption = try #require(call.b.statistics().recovery.disruptions.first)
+        #expect(disruption.cause == "no path to send on" && disruption.attempts == 1, "\(disruption)")
+        // B renews one grace (1 s) after it was established; its offer goes out then, not after
+        // a first attempt's time-out (6 s) and retry pause (1 s). 3 s of margin for a loaded machine.
+        #expect(renewing - established < 4_000_000_000, "B renewed \(Double(renewing - established) / 1e9) s after it was established")
+        #expect(aHears - established < 6_000_000_000, "A heard B \(Double(aHears - established) / 1e9) s after B was established")
+        #expect(call.b.statistics().recovery.restartsOffered >= 1)
         await call.a.hangUp()
         await call.b.hangUp()
     }

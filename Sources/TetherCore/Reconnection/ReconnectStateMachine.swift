@@ -40,6 +40,12 @@
 ///   leave nothing running).
 /// - Glare: see ``GlareRole``. The caller (initial offerer) keeps its own restart offer; the
 ///   callee yields and answers the caller's.
+/// - Media that establishes the call before ICE connected (``Input/iceConnected``: a pair to
+///   send on) starts ``ReconnectionPolicy/sendPathGraceSeconds``; if ICE still has not
+///   connected at its end, the path is renewed at once (cause
+///   ``RecoveryTimeline/Cause/noSendPath``): our checks failed while the peer's succeeded, and
+///   the peer, hearing nothing, waits in `connecting` and renews nothing. The side that yields
+///   in glare offers this renewal itself, with fresh candidates.
 /// - A local network change before media is established only marks the next renewal (or answer)
 ///   as needing re-gathering. ICE failure while `connecting` is left to the call set-up logic.
 ///
@@ -63,7 +69,7 @@
 /// | established | peerRenewalOffer, outbound stalled | renewingMedia | changeState, answerRenewalOffer (attempt 1) |
 /// | established | peerRenewalOffer, outbound fine | established | answerRenewalOffer |
 /// | established | iceFailed | established | — (remembered until the next packet) |
-/// | established | noSendPath (media arrives, no pair of ours to send on) | renewingMedia | changeState, attempt 1 (restored once ICE connects and media flows) |
+/// | established | send-path grace over, ICE never connected (the peer's media came, we have no pair to send on; deadline) | renewingMedia | changeState, attempt 1 (regather on the `yieldsToPeer` side: the peer does not know to offer); restored once ICE connects and media flows |
 /// | mediaDisrupted | media restored | established | changeState (record: mediaResumedWithoutRenewal) |
 /// | mediaDisrupted | renewal delay over and still silent (deadline) | renewingMedia | changeState, attempt 1 |
 /// | mediaDisrupted | iceFailed / localNetworkChanged | renewingMedia | changeState, attempt 1 (regather for a network change) |
@@ -134,14 +140,19 @@ public struct ReconnectStateMachine: Sendable {
     private var regatherPending = false
     /// libnice reported FAILED and no packet arrived since.
     private var iceFailedSinceLastPacket = false
-    /// ``Input/noSendPath`` came and ``Input/iceConnected`` has not since.
+    /// The send-path grace ran out and ``Input/iceConnected`` has not come since.
     private var sendPathMissing = false
+    /// ``Input/iceConnected`` came at least once: we have had a pair to send on.
+    private var iceHasConnected = false
+    /// End of ``ReconnectionPolicy/sendPathGraceSeconds`` (armed while `established` with no pair yet).
+    private var sendPathDeadline: MonotonicInstant?
     /// The attempt whose answer we still accept (our latest offer, not yet answered).
     private var awaitedAnswerAttempt: Int?
 
     private let renewalDelayNanoseconds: UInt64
     private let attemptTimeoutNanoseconds: UInt64
     private let giveUpNanoseconds: UInt64
+    private let sendPathGraceNanoseconds: UInt64
 
     /// Creates an idle machine.
     ///
@@ -158,6 +169,7 @@ public struct ReconnectStateMachine: Sendable {
         renewalDelayNanoseconds = MonotonicInstant.nanoseconds(fromSeconds: policy.renewalDelaySeconds)
         attemptTimeoutNanoseconds = MonotonicInstant.nanoseconds(fromSeconds: policy.renewalAttemptTimeoutSeconds)
         giveUpNanoseconds = MonotonicInstant.nanoseconds(fromSeconds: policy.giveUpSeconds)
+        sendPathGraceNanoseconds = MonotonicInstant.nanoseconds(fromSeconds: policy.sendPathGraceSeconds)
     }
 
     /// The number of the renewal attempt in flight (ours or our answer to the peer's), if any.
@@ -173,7 +185,9 @@ public struct ReconnectStateMachine: Sendable {
     public func nextDeadline() -> MonotonicInstant? {
         switch state {
         case .established:
-            return liveness.inboundDisruptionDeadline()
+            let silence = liveness.inboundDisruptionDeadline()
+            guard let grace = sendPathDeadline else { return silence }
+            return min(grace, silence ?? grace)
         case .mediaDisrupted:
             guard let disruption else { return nil }
             if disruption.waitingForNetwork { return disruption.giveUpAt }
@@ -239,12 +253,12 @@ public struct ReconnectStateMachine: Sendable {
         case .tick, .renewalStarted:
             break
         case .iceConnected:
+            iceHasConnected = true
+            sendPathDeadline = nil
             if sendPathMissing {
                 sendPathMissing = false
                 checkRestored(now: now, &actions)
             }
-        case .noSendPath:
-            noSendPath(now: now, &actions)
         case .iceFailed:
             iceFailed(now: now, &actions)
         case .localNetworkChanged:
@@ -296,7 +310,13 @@ public struct ReconnectStateMachine: Sendable {
         while true {
             switch state {
             case .established:
-                guard let due = liveness.inboundDisruptionDeadline(), due <= now else { return }
+                let silence = liveness.inboundDisruptionDeadline()
+                if let grace = sendPathDeadline, grace <= now, grace <= silence ?? grace {
+                    sendPathDeadline = nil
+                    noSendPath(now: grace, &actions)
+                    continue
+                }
+                guard let due = silence, due <= now else { return }
                 beginDisruption(start: liveness.silenceStart ?? due, cause: .inboundSilence, at: due)
                 enter(.mediaDisrupted, &actions)
                 if iceFailedSinceLastPacket { startRenewal(at: due, regather: false, &actions) }
@@ -409,18 +429,13 @@ public struct ReconnectStateMachine: Sendable {
         }
     }
 
+    /// The send-path grace ran out while `established` (see the type's rules).
     private mutating func noSendPath(now: MonotonicInstant, _ actions: inout [Action]) {
         sendPathMissing = true
-        switch state {
-        case .established:
-            beginDisruption(start: now, cause: .noSendPath, at: now)
-            startRenewal(at: now, regather: false, &actions)
-        case .mediaDisrupted:
-            if disruption?.waitingForNetwork == true { return }
-            startRenewal(at: now, regather: false, &actions)
-        case .idle, .connecting, .renewingMedia, .ended:
-            break  // nothing received yet, or a renewal already under way
-        }
+        beginDisruption(start: now, cause: .noSendPath, at: now)
+        // The controlling peer hears nothing and stays `connecting`: it will not offer. The side
+        // that otherwise waits for its offers must send one, and offers carry fresh candidates.
+        startRenewal(at: now, regather: glareRole == .yieldsToPeer, &actions)
     }
 
     private mutating func localNetworkChanged(now: MonotonicInstant, _ actions: inout [Action]) {
@@ -508,12 +523,18 @@ public struct ReconnectStateMachine: Sendable {
         actions.append(.outboundDisruption(started: liveness.isOutboundDisrupted))
     }
 
+    /// Enters `established`; without a pair to send on yet, the send-path grace starts.
+    private mutating func enterEstablished(now: MonotonicInstant, _ actions: inout [Action]) {
+        enter(.established, &actions)
+        sendPathDeadline = iceHasConnected ? nil : now.advanced(byNanoseconds: sendPathGraceNanoseconds)
+    }
+
     /// Moves to `established` when media flows again (see "Restored" in the type's rules).
     private mutating func checkRestored(now: MonotonicInstant, decoded: Bool = false, _ actions: inout [Action]) {
         switch state {
         case .connecting:
             if decoded || (!liveness.peerSendsMedia && liveness.lastInboundPacket != nil) {
-                enter(.established, &actions)
+                enterEstablished(now: now, &actions)
             }
         case .mediaDisrupted, .renewingMedia:
             guard let current = disruption, let last = liveness.lastInboundPacket, last > current.start,
@@ -528,7 +549,7 @@ public struct ReconnectStateMachine: Sendable {
             disruption = nil
             // Media flows on the path in use: a network change noted meanwhile needs no re-gathering.
             regatherPending = false
-            enter(.established, &actions)
+            enterEstablished(now: now, &actions)
         case .idle, .established, .ended:
             break
         }

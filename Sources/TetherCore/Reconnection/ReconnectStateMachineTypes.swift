@@ -73,13 +73,11 @@ extension ReconnectStateMachine {
         /// libnice reported the component FAILED. Not final: libnice can report FAILED in the
         /// middle of a later restart.
         case iceFailed
-        /// A candidate pair was selected / the component is READY. Never restores a call by itself
-        /// (but a disruption of cause ``RecoveryTimeline/Cause/noSendPath`` waits for it).
+        /// A candidate pair was selected / the component is READY: we have a path to send on.
+        /// Never restores a call by itself (but a disruption of cause
+        /// ``RecoveryTimeline/Cause/noSendPath`` waits for it). Media that establishes the call
+        /// before it came starts ``ReconnectionPolicy/sendPathGraceSeconds``.
         case iceConnected
-        /// The peer's media arrives but this side's ICE has selected no pair to send on: its own
-        /// checks failed (their responses were lost) while the peer's succeeded, so the peer hears
-        /// nothing and waits in `connecting`. Renew at once; restored when ICE connects again.
-        case noSendPath
         /// The local network changed in a way that concerns the media path (its address or link
         /// went away, or a usable network appeared while media is disrupted), and gathering can
         /// find candidates: renew on fresh candidates now.

@@ -45,6 +45,15 @@ public struct ReconnectionPolicy: Sendable, Equatable {
     /// Well below the disruption threshold: a rebound NAT mapping is repaired by the probe
     /// before the call counts as disrupted (see ``PathProbeSchedule``).
     public var pathProbeSeconds: Double
+    /// How long, in seconds, the peer's media may establish the call while our ICE has selected
+    /// no pair to send on, before the path is renewed (``ReconnectStateMachine`` cause
+    /// `noSendPath`): the peer's checks succeeded and ours did not (their responses were lost),
+    /// so the peer hears nothing. On a working path our own check's answer arrives with the
+    /// peer's first media (both follow the peer's check by a round trip); a lost check is sent
+    /// again after 500 ms and libnice gives up on the pair after ~2 s. One second covers the first
+    /// retransmission and a round trip; an unneeded renewal costs nothing while nothing can be
+    /// sent anyway.
+    public var sendPathGraceSeconds: Double
 
     /// Creates a policy; every parameter has the documented Tether default.
     public init(
@@ -58,7 +67,8 @@ public struct ReconnectionPolicy: Sendable, Equatable {
         giveUpSeconds: Double = 50.0,
         outboundStallSeconds: Double = 4.0,
         outboundStallReports: Int = 2,
-        pathProbeSeconds: Double = 0.2
+        pathProbeSeconds: Double = 0.2,
+        sendPathGraceSeconds: Double = 1.0
     ) {
         self.disruptionThresholdSeconds = disruptionThresholdSeconds
         self.onHoldDisruptionThresholdSeconds = onHoldDisruptionThresholdSeconds
@@ -71,6 +81,7 @@ public struct ReconnectionPolicy: Sendable, Equatable {
         self.outboundStallSeconds = outboundStallSeconds
         self.outboundStallReports = outboundStallReports
         self.pathProbeSeconds = pathProbeSeconds
+        self.sendPathGraceSeconds = sendPathGraceSeconds
     }
 
     /// Longest duration accepted for any setting, in seconds (one day).
@@ -79,8 +90,8 @@ public struct ReconnectionPolicy: Sendable, Equatable {
     /// Describes the first problem with this policy, or returns `nil` when it is usable.
     ///
     /// Rules: every duration is finite and at most ``maximumDurationSeconds``; the thresholds,
-    /// the attempt timeout, the first retry pause, the outbound stall span and the give-up budget
-    /// are positive (the renewal delay and the path probe interval may be 0); the multiplier is at least 1; the first retry
+    /// the attempt timeout, the first retry pause, the outbound stall span, the send-path grace
+    /// and the give-up budget are positive (the renewal delay and the path probe interval may be 0); the multiplier is at least 1; the first retry
     /// pause is not above the maximum; both disruption thresholds are shorter than the give-up
     /// budget; and at least 2 reports are needed to call outbound media stalled.
     public func validate() -> String? {
@@ -94,6 +105,7 @@ public struct ReconnectionPolicy: Sendable, Equatable {
             ("giveUpSeconds", giveUpSeconds),
             ("outboundStallSeconds", outboundStallSeconds),
             ("pathProbeSeconds", pathProbeSeconds),
+            ("sendPathGraceSeconds", sendPathGraceSeconds),
         ]
         for (name, value) in durations {
             guard value.isFinite, value >= 0, value <= Self.maximumDurationSeconds else {
