@@ -5,6 +5,7 @@ import Tether
 import TetherAudio
 import TetherCodec
 import TetherFaults
+import TetherRealtime
 import TetherTestbed
 
 /// Speech through two sessions over the impairment relay, scored with wideband PESQ.
@@ -128,6 +129,11 @@ struct QualityBench: AsyncParsableCommand {
         var meanOpinionScoreEstimate: Double?
         var pesq: Double? = nil
         var problem: String? = nil
+        /// Seconds from A's offer to B's first decoded frame (B `established`): set-up under the
+        /// case's loss (speech starts 2.5 s in). Tether only.
+        var bHearsAfterSeconds: Double? = nil
+        /// Each side's disruptions, as "cause at s (attempts)". Tether only.
+        var disruptions: [String] = []
     }
 
     static let sentences = [
@@ -259,7 +265,13 @@ struct QualityBench: AsyncParsableCommand {
         let b = try CallSession(configuration: cb)
         // What happened, for a call that carries no media (shown with the problem).
         let log = Mutex<[String]>([])
+        let offered = Mutex<UInt64>(0)
+        let bHears = Mutex<Double?>(nil)
         let signaling = InProcessSignaling(a: a, b: b, relay: relay) { side, event in
+            if side == .b, case .stateChanged(_, .established, _) = event {
+                let t = Double(MonotonicClock.nanoseconds() - offered.withLock { $0 }) / 1e9
+                bHears.withLock { if $0 == nil { $0 = t } }
+            }
             switch event {
             case .stateChanged(_, let to, let at): log.withLock { $0.append(String(format: "%@ %@ at %.1f s", side.rawValue, "\(to)", at)) }
             case .error(let error): log.withLock { $0.append("\(side.rawValue) error \(error.code)") }
@@ -270,6 +282,7 @@ struct QualityBench: AsyncParsableCommand {
         relay.updateImpairments { $0 = lossCase.impairments }
         try await a.start()
         try await b.start()
+        offered.withLock { $0 = MonotonicClock.nanoseconds() }
         try await signaling.connect()
         let clip = try WAVFile.read(path: reference)
         let seconds = Double(clip.samples.count) / Double(clip.sampleRateHertz)
@@ -278,6 +291,7 @@ struct QualityBench: AsyncParsableCommand {
         let deadline = ContinuousClock.now + .seconds(seconds + 0.6)
         try await Task.sleep(until: deadline)
         let s = b.statistics()
+        let recoveries = [("A", a.statistics().recovery), ("B", s.recovery)]
         // Both hang up (signaling would tell B; the BYE alone may be lost on a lossy path).
         await a.hangUp()
         await b.hangUp()
@@ -290,6 +304,10 @@ struct QualityBench: AsyncParsableCommand {
             jitterBufferDelayMilliseconds: s.jitterBufferDelayMilliseconds,
             jitterBufferTargetMilliseconds: s.jitterBufferTargetMilliseconds, meanOpinionScoreEstimate: s.meanOpinionScore)
         run.framesRecoveredByRedundancy = s.framesRecoveredByRedundancy
+        run.bHearsAfterSeconds = bHears.withLock { $0 }
+        run.disruptions = recoveries.flatMap { side, recovery in
+            recovery.disruptions.map { String(format: "%@ %@ at %.1f s (%d attempts)", side, $0.cause, $0.startSeconds, $0.attempts) }
+        }
         run.redundantPacketsPercent = s.packetsReceived > 0
             ? 100 * Double(s.redundantAudioPacketsReceived) / Double(s.packetsReceived) : 0
         if s.packetsReceived == 0 {
@@ -522,6 +540,8 @@ struct QualityBench: AsyncParsableCommand {
             if let p = r.pesq { row["pesqWB"] = p }
             if let m = r.meanOpinionScoreEstimate { row["eModelMOS"] = m }
             if let problem = r.problem { row["problem"] = problem }
+            if let t = r.bHearsAfterSeconds { row["bHearsAfterSeconds"] = t }
+            if !r.disruptions.isEmpty { row["disruptions"] = r.disruptions }
             return row
         }
         let data = try JSONSerialization.data(withJSONObject: ["quality": rows], options: [.prettyPrinted, .sortedKeys])
