@@ -78,6 +78,24 @@ public struct ReceptionStatistics: Sendable, Equatable, Hashable {
         return window.contains(packetsBehind: Int(behind))
     }
 
+    /// Which packets arrived from `extendedBegin` (nil: from the first) through the highest
+    /// received: at most the newest `ReceivedPackets.capacity` (the duplicate window's reach) —
+    /// what an RTCP XR Loss RLE block reports for the packets since the previous one. nil before
+    /// the first packet, or when none is newer than `extendedBegin`. A late packet that arrives
+    /// after its range was reported is not reported again.
+    public func receivedPackets(fromExtendedSequence extendedBegin: UInt32?) -> ReceivedPackets? {
+        guard isValid, probation == 0 else { return nil }
+        let end = Int64(cycles + UInt64(maxSequence)) + 1
+        var begin = max(Int64(baseSequence), end - Int64(ReceivedPackets.capacity))
+        if let extendedBegin { begin = max(begin, Int64(extendedBegin)) }
+        guard end > begin else { return nil }
+        var packets = ReceivedPackets(beginSequence: UInt16(truncatingIfNeeded: begin), count: Int(end - begin))
+        for index in 0..<packets.count where window.contains(packetsBehind: Int(end - 1 - begin) - index) {
+            packets.markReceived(index)
+        }
+        return packets
+    }
+
     /// Extended highest sequence number received (cycles in the high 16 bits), as sent
     /// in reception reports. 0 until valid.
     public var extendedHighestSequence: UInt32 {
