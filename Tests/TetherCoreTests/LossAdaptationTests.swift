@@ -179,6 +179,103 @@ struct LossAdaptationTests {
         #expect(one.settings.redundantFrames == 1)
     }
 
+    /// Seeded 50-packet reports: independent loss at `percent`, or Gilbert–Elliott bursts
+    /// (good → bad 3.3 %, bad → good 33 %: runs of three on average, about 9 % lost). Returns
+    /// each report's lost packets and runs of losses.
+    struct Reports {
+        var state: UInt64
+        var bad = false
+        mutating func uniform() -> Double {
+            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            return Double(state >> 11) / Double(1 << 53)
+        }
+        mutating func next(independentPercent: Double? = nil) -> (lost: Int, runs: Int) {
+            var lost = 0, runs = 0, previousLost = false
+            for _ in 0..<50 {
+                let isLost: Bool
+                if let p = independentPercent {
+                    isLost = uniform() * 100 < p
+                } else {
+                    bad = bad ? uniform() >= 0.33 : uniform() < 0.033
+                    isLost = bad
+                }
+                if isLost { lost += 1; if !previousLost { runs += 1 } }
+                previousLost = isLost
+            }
+            return (lost, runs)
+        }
+    }
+
+    /// Loss in runs (from the peer's Loss RLE blocks) switches RED on from the 5 % switch-off
+    /// threshold: Gilbert–Elliott bursts at about 9 % are served within a few reports, where
+    /// the loss alone (without the runs) leaves them unprotected for many more, or for good.
+    @Test func burstyLossSeenInLossRunsSwitchesRedundancyOnSooner() {
+        func reportsUntilOn(seed: UInt64, withRuns: Bool) -> Int? {
+            var a = LossAdaptation(
+                baseBitrateBitsPerSecond: 32_000, maximumBitrateBitsPerSecond: 64_000, peerAcceptsFEC: true, allowsRedundancy: true)
+            var reports = Reports(state: seed)
+            for k in 1...60 {
+                let r = reports.next()
+                _ = a.reportReceived(fractionLost: Double(r.lost) / 50, lossRuns: withRuns ? r : nil, now: at(Double(k)))
+                if a.settings.redundancy { return k }
+            }
+            return nil
+        }
+        var withRuns: [Int] = [], without: [Int] = []
+        for seed in 1...40 as ClosedRange<UInt64> {
+            withRuns.append(reportsUntilOn(seed: seed, withRuns: true) ?? 61)
+            without.append(reportsUntilOn(seed: seed, withRuns: false) ?? 61)
+        }
+        withRuns.sort()
+        without.sort()
+        // Median and 90th percentile, in reports (one a second).
+        #expect(withRuns[20] <= 5 && withRuns[36] <= 12, "with the runs: \(withRuns)")
+        #expect(without[20] >= 2 * withRuns[20], "loss alone: \(without), with the runs: \(withRuns)")
+        var a = LossAdaptation(
+            baseBitrateBitsPerSecond: 32_000, maximumBitrateBitsPerSecond: 64_000, peerAcceptsFEC: true, allowsRedundancy: true)
+        _ = a.reportReceived(fractionLost: 0.1, lossRuns: (lost: 5, runs: 1), now: at(1))
+        #expect(a.meanLossRunPackets == (3 * 0.9 + 5) / (3 * 0.9 + 1))
+    }
+
+    /// Independent loss reported with its runs (mostly single losses) switches RED on no sooner
+    /// than the loss alone: ten-minute calls at a nominal 5 % and 7 %, the same reports with and
+    /// without their runs, switch on at the same report or not at all (at 7 %, about one call in
+    /// three switches on in ten minutes by the loss alone); and a steady 8 % in single losses
+    /// never does, the same loss in pairs once the mean run passes 1.5.
+    @Test func independentLossWithItsRunsSwitchesRedundancyOnNoSooner() {
+        func reportsUntilOn(percent: Double, seed: UInt64, withRuns: Bool) -> (Int?, Double?) {
+            var a = LossAdaptation(
+                baseBitrateBitsPerSecond: 32_000, maximumBitrateBitsPerSecond: 64_000, peerAcceptsFEC: true, allowsRedundancy: true)
+            var reports = Reports(state: seed)
+            for k in 1...600 {
+                let r = reports.next(independentPercent: percent)
+                _ = a.reportReceived(fractionLost: Double(r.lost) / 50, lossRuns: withRuns ? r : nil, now: at(Double(k)))
+                if a.settings.redundancy { return (k, a.meanLossRunPackets) }
+            }
+            return (nil, a.meanLossRunPackets)
+        }
+        var onByLoss = 0
+        for percent in [5.0, 7.0] {
+            for seed in 1...12 as ClosedRange<UInt64> {
+                let (with, meanRun) = reportsUntilOn(percent: percent, seed: seed, withRuns: true)
+                let (without, _) = reportsUntilOn(percent: percent, seed: seed, withRuns: false)
+                #expect(with == without, "\(percent) %, seed \(seed): on at \(with ?? 0) with the runs (mean \(meanRun ?? 0)), \(without ?? 0) without")
+                #expect((meanRun ?? 9) < 1.4)
+                if without != nil { onByLoss += 1 }
+            }
+        }
+        #expect(onByLoss < 12)  // most of these calls never switch on at all
+        // 8 % in single losses: off; the same loss in pairs: on once the mean run passes 1.5.
+        var singles = LossAdaptation(
+            baseBitrateBitsPerSecond: 32_000, maximumBitrateBitsPerSecond: 64_000, peerAcceptsFEC: true, allowsRedundancy: true)
+        var pairs = singles
+        for k in 1...20 {
+            _ = singles.reportReceived(fractionLost: 0.08, lossRuns: (lost: 4, runs: 4), now: at(Double(k)))
+            _ = pairs.reportReceived(fractionLost: 0.08, lossRuns: (lost: 4, runs: 2), now: at(Double(k)))
+        }
+        #expect(!singles.settings.redundancy && pairs.settings.redundancy)
+    }
+
     @Test func copiesAreNotSentWhenNotAllowed() throws {
         var a = LossAdaptation(baseBitrateBitsPerSecond: 32_000, maximumBitrateBitsPerSecond: 64_000, peerAcceptsFEC: true)
         let change = a.reportReceived(fractionLost: 0.3, now: at(1))
