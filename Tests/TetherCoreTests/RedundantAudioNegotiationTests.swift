@@ -78,3 +78,54 @@ struct RedundantAudioNegotiationTests {
         #expect(try AudioOfferAnswer.processAnswer(moved, to: offer).redundantAudio == nil)
     }
 }
+
+@Suite("RTCP XR Loss RLE negotiation (RFC 3611 §5)")
+struct LossRunLengthNegotiationTests {
+    /// Tether asks for Loss RLE in its offers and answers; between two Tethers each then sends it.
+    @Test func tetherAsksForItAndTwoTethersEachSendIt() throws {
+        let local = try Fixtures.localParameters()
+        let offer = AudioOfferAnswer.makeOffer(local)
+        #expect(offer.serialized().contains("a=rtcp-xr:pkt-loss-rle\r\n"))
+        let (answer, answering) = try AudioOfferAnswer.makeAnswer(to: try SessionDescription.parse(offer.serialized()), local: local)
+        #expect(answering.peerRequestsLossRunLengthReports)
+        #expect(answer.serialized().contains("a=rtcp-xr:pkt-loss-rle\r\n"))
+        let offering = try AudioOfferAnswer.processAnswer(try SessionDescription.parse(answer.serialized()), to: offer)
+        #expect(offering.peerRequestsLossRunLengthReports)
+        var quiet = local
+        quiet.requestsLossRunLengthReports = false
+        #expect(!AudioOfferAnswer.makeOffer(quiet).serialized().contains("rtcp-xr"))
+    }
+
+    /// Chromium's real offer asks for receiver reference times (`a=rtcp-xr:rcvr-rtt=all`), not
+    /// Loss RLE: nothing is sent to it. baresip asks for nothing.
+    @Test func chromiumAndBaresipDoNotAskForIt() throws {
+        let url = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Fixtures/interop/chromium/offer.sdp")
+        let real = try String(contentsOf: url, encoding: .utf8)
+        #expect(real.contains("a=rtcp-xr:rcvr-rtt=all"))
+        var local = try Fixtures.localParameters(crypto: [])
+        local.dtls = LocalDTLSParameters(fingerprint: try DTLSFingerprint(attributeValue: "sha-256 " + Array(repeating: "AB", count: 32).joined(separator: ":")))
+        #expect(try !AudioOfferAnswer.makeAnswer(to: try SessionDescription.parse(real), local: local).negotiated.peerRequestsLossRunLengthReports)
+        let baresip = try AudioOfferAnswer.makeAnswer(to: try SessionDescription.parse(Fixtures.baresipOffer), local: try Fixtures.localParameters())
+        #expect(!baresip.negotiated.peerRequestsLossRunLengthReports)
+    }
+
+    /// The attribute at session level counts unless the media section has its own; a size
+    /// parameter (`pkt-loss-rle=512`) is accepted; an empty `a=rtcp-xr` asks for nothing.
+    @Test func sessionLevelSizedAndEmptyAttributes() throws {
+        let local = try Fixtures.localParameters()
+        let base = AudioOfferAnswer.makeOffer({ var l = local; l.requestsLossRunLengthReports = false; return l }()).serialized()
+        func asks(_ sdp: String) throws -> Bool {
+            try AudioOfferAnswer.makeAnswer(to: try SessionDescription.parse(sdp), local: local).negotiated.peerRequestsLossRunLengthReports
+        }
+        #expect(try !asks(base))
+        let sessionLevel = base.replacingOccurrences(of: "t=0 0\r\n", with: "t=0 0\r\na=rtcp-xr:rcvr-rtt=all pkt-loss-rle\r\n")
+        #expect(sessionLevel != base)
+        #expect(try asks(sessionLevel))
+        let overridden = sessionLevel.replacingOccurrences(of: "a=rtcp-mux\r\n", with: "a=rtcp-mux\r\na=rtcp-xr:stat-summary=loss\r\n")
+        #expect(overridden != sessionLevel)
+        #expect(try !asks(overridden))
+        #expect(try asks(base.replacingOccurrences(of: "a=rtcp-mux\r\n", with: "a=rtcp-mux\r\na=rtcp-xr:pkt-loss-rle=512\r\n")))
+        #expect(try !asks(base.replacingOccurrences(of: "a=rtcp-mux\r\n", with: "a=rtcp-mux\r\na=rtcp-xr\r\n")))
+    }
+}

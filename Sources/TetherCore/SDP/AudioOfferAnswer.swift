@@ -66,6 +66,9 @@ public struct LocalAudioParameters: Sendable, Equatable {
     /// Whether our offers list RED before Opus: the peer's preferred format to send with
     /// (Chromium sends RED only when it comes first). Answers keep the offer's order.
     public var prefersRedundantAudio: Bool = false
+    /// Whether our descriptions ask the peer for RTCP XR Loss RLE blocks (`a=rtcp-xr:pkt-loss-rle`,
+    /// RFC 3611 §5): which of our packets it lost, one by one, so that our sender sees bursts.
+    public var requestsLossRunLengthReports: Bool = true
 
     /// Creates local parameters with Tether's defaults: Opus on PT 111 with
     /// `minptime=10;useinbandfec=1`, 20 ms ptime, full ICE, sendrecv.
@@ -190,6 +193,10 @@ public struct NegotiatedAudio: Sendable, Equatable {
     public var receivableTelephoneEvents: [TelephoneEventFormat]
     /// RFC 2198 redundant audio both sides take (the same payload type each way), if negotiated.
     public var redundantAudio: RedundantAudioFormat?
+    /// The peer asked for RTCP XR Loss RLE blocks (`a=rtcp-xr` with `pkt-loss-rle`, at media or
+    /// else session level): our reports carry one about its stream (RFC 3611 §5.2: the side
+    /// whose description lists a block receives it).
+    public var peerRequestsLossRunLengthReports = false
 
     /// Creates a negotiation result.
     public init(
@@ -324,7 +331,9 @@ public enum AudioOfferAnswer {
             remoteEndOfCandidates: remote.endOfCandidates || offer.endOfCandidates,
             keying: keying, remoteDirection: remoteDirection, direction: ourDirection, mid: remote.mid,
             telephoneEvent: telephoneEvent, redundantAudio: redundantAudio)
-        return (answer, negotiated)
+        var result = negotiated
+        result.peerRequestsLossRunLengthReports = requestsLossRunLength(remote, in: offer)
+        return (answer, result)
     }
 
     /// Validates the peer's answer against the offer we sent and extracts the
@@ -412,7 +421,7 @@ public enum AudioOfferAnswer {
             sending: ourDirection.isSending && remoteDirection.isReceiving,
             receiving: ourDirection.isReceiving && remoteDirection.isSending)
 
-        return NegotiatedAudio(
+        var negotiated = NegotiatedAudio(
             opusPayloadType: payloadType,
             remoteOpusParameters: remote.opusParameters(forPayloadType: payloadType),
             remotePtimeMilliseconds: remote.ptimeMilliseconds,
@@ -424,6 +433,19 @@ public enum AudioOfferAnswer {
             telephoneEvent: TelephoneEventFormat.answered(in: remote, offered: ours).first,
             receivableTelephoneEvents: TelephoneEventFormat.answered(in: remote, offered: ours),
             redundantAudio: answeredRedundantAudio(in: remote, offered: ours, opusPayloadType: payloadType))
+        negotiated.peerRequestsLossRunLengthReports = requestsLossRunLength(remote, in: answer)
+        return negotiated
+    }
+
+    /// Whether a description asks to receive XR Loss RLE blocks: an `a=rtcp-xr` listing
+    /// `pkt-loss-rle` (with or without a size, `pkt-loss-rle=N`), the media section's
+    /// attribute replacing the session's (RFC 3611 §5.1).
+    static func requestsLossRunLength(_ section: MediaDescription, in description: SessionDescription) -> Bool {
+        var values = section.attributeValues(named: "rtcp-xr")
+        if values.isEmpty { values = description.attributeValues(named: "rtcp-xr") }
+        return values.contains { value in
+            (value ?? "").sdpTokens.contains { $0 == "pkt-loss-rle" || $0.hasPrefix("pkt-loss-rle=") }
+        }
     }
 
     // MARK: Helpers
@@ -495,7 +517,8 @@ public enum AudioOfferAnswer {
             ptimeMilliseconds: local.ptimeMilliseconds, maxPtimeMilliseconds: local.maxPtimeMilliseconds,
             rtcpMux: true, iceUfrag: local.iceUfrag, icePwd: local.icePwd, iceOptions: local.iceOptions,
             candidates: local.candidates, endOfCandidates: local.endOfCandidates,
-            crypto: crypto, direction: direction, mid: mid, fingerprints: fingerprints, setup: setup)
+            crypto: crypto, direction: direction, mid: mid, fingerprints: fingerprints, setup: setup,
+            attributes: local.requestsLossRunLengthReports ? [SDPAttribute(name: "rtcp-xr", value: "pkt-loss-rle")] : [])
     }
 
     private static func session(local: LocalAudioParameters, section: MediaDescription) -> SessionDescription {
