@@ -862,6 +862,7 @@ public actor CallSession {
             localAddress: context.localAddress, remoteAddress: context.remoteAddress,
             durationSeconds: Double(MonotonicClock.nanoseconds() - createdAtNanoseconds) / 1e9, recovery: context.recovery)
         statistics.encoderLookaheadMilliseconds = context.encoderLookaheadMilliseconds
+        statistics.remoteMeanLossRunPackets = c.remoteMeanLossRunPackets >= 0 ? c.remoteMeanLossRunPackets : nil
         statistics.encoderMaximumBandwidth = context.encoderMaximumBandwidth
         statistics.playbackQueueMilliseconds = c.playbackQueueMilliseconds
         statistics.captureDeviceLatencyMilliseconds = source.latencyMilliseconds
@@ -1164,7 +1165,8 @@ public actor CallSession {
                 usesFEC: configuration.opus.inBandFEC, concealsLoss: configuration.concealsLoss,
                 rtcpIntervalSeconds: configuration.rtcpIntervalSeconds, sendsMedia: result.direction.isSending && !holdInForce,
                 lossAdaptation: adaptation, telephoneEvent: result.telephoneEvent,
-                receivableTelephoneEvents: result.receivableTelephoneEvents, redundantAudio: result.redundantAudio, voiceProcessor: voice,
+                receivableTelephoneEvents: result.receivableTelephoneEvents, redundantAudio: result.redundantAudio,
+                sendsLossRunLength: result.peerRequestsLossRunLengthReports, voiceProcessor: voice,
                 notify: { sink.yield(.media($0)) })
         } catch let error as SRTPError {
             throw TetherError(code: .srtpSetupFailed, isTerminal: false, canRetry: false, message: "\(error)", cause: error)

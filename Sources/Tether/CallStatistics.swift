@@ -56,6 +56,12 @@ public struct CallStatistics: Sendable, Equatable {
     public var remoteFractionLost: Double
     /// Jitter the peer measures on our stream, in milliseconds.
     public var remoteJitterMilliseconds: Double
+    /// The mean run of consecutive losses among our packets, in packets (1: every loss alone;
+    /// 3: bursts of three), from the peer's RTCP XR Loss RLE blocks over the call; nil when the
+    /// peer sends none (only a peer asked with `a=rtcp-xr:pkt-loss-rle` that supports it — a
+    /// Tether — does) or has lost nothing. Bursty loss switches RED on sooner (see
+    /// `LossAdaptation`).
+    public var remoteMeanLossRunPackets: Double? = nil
     /// Round-trip time from RTCP LSR/DLSR, in milliseconds; nil until measured.
     public var roundTripTimeMilliseconds: Double?
 
@@ -245,6 +251,9 @@ struct MediaCounters: BitwiseCopyable {
     var remotePacketsLost = 0
     var remoteFractionLost = 0.0
     var remoteJitterMilliseconds = 0.0
+    var remoteMeanLossRunPackets = -1.0
+    /// XR Loss RLE blocks about our stream received (each with a report).
+    var lossRunReportsReceived = 0
     var roundTripTimeMilliseconds = -1.0
     var srtpAuthenticationFailures = 0
     var srtpReplayFailures = 0

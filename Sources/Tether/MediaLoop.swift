@@ -61,6 +61,9 @@ final class MediaLoop: @unchecked Sendable {
         /// sent while the loss adaptation asks for redundancy (each packet also carries the
         /// frame or two frames before it).
         var redundantAudio: RedundantAudioFormat? = nil
+        /// The peer asked for RTCP XR Loss RLE blocks (`a=rtcp-xr:pkt-loss-rle`): each of our
+        /// reports carries one about its packets since the last (at most 128).
+        var sendsLossRunLength: Bool = false
         /// Echo cancellation, noise suppression, gain control on the captured frames, with what
         /// is played as the echo reference (nil: none). Used on the media thread only.
         var voiceProcessor: VoiceProcessor? = nil
@@ -160,6 +163,11 @@ final class MediaLoop: @unchecked Sendable {
     // RTP receiver state.
     private var remoteSSRC: UInt32?
     private var lastSenderReportMiddle32: UInt32 = 0
+    /// Where our next XR Loss RLE block begins (extended sequence; nil: from the first packet).
+    private var lossRunLengthNext: UInt32?
+    /// Our packets the peer's Loss RLE blocks said lost, and in how many runs (the call so far).
+    private var peerLostInRuns = 0
+    private var peerLossRuns = 0
     private var lastSenderReportArrivalNanoseconds: UInt64 = 0
     private var announcedFirstMedia = false
     private var byeAnnounced = false
@@ -486,6 +494,7 @@ final class MediaLoop: @unchecked Sendable {
     private func switchSource(to ssrc: UInt32) {
         lostBeforeSourceChange += Int(reception.cumulativeLost)
         reception = ReceptionStatistics()
+        lossRunLengthNext = nil
         jitterBuffer.restartStream()
         dtmfReceiver?.reset()
         alternateDTMFReceiver?.reset()
@@ -654,22 +663,44 @@ final class MediaLoop: @unchecked Sendable {
         stats.rtcpPacketsReceived += 1
         stats.lastMediaArrivalNanoseconds = arrivalNanoseconds
         let arrivalNTP = NTPTimestamp(unixNanoseconds: Int64(MonotonicClock.realtimeNanoseconds())).middle32
+        // The report's loss and, from an XR Loss RLE block in the same compound (after it), its
+        // runs: the loss adaptation takes both at once.
+        var fractionLost: Double?
+        var lossRuns: LossRunStatistics?
         for item in compound {
             switch item {
             case .senderReport(_, let info, let blocks):
                 lastSenderReportMiddle32 = info.ntpMiddle32
                 lastSenderReportArrivalNanoseconds = arrivalNanoseconds
-                absorb(blocks, arrivalNTPMiddle32: arrivalNTP, reportArrivalNanoseconds: arrivalNanoseconds)
+                if let f = absorb(blocks, arrivalNTPMiddle32: arrivalNTP, reportArrivalNanoseconds: arrivalNanoseconds) { fractionLost = f }
             case .receiverReport(_, let blocks):
-                absorb(blocks, arrivalNTPMiddle32: arrivalNTP, reportArrivalNanoseconds: arrivalNanoseconds)
+                if let f = absorb(blocks, arrivalNTPMiddle32: arrivalNTP, reportArrivalNanoseconds: arrivalNanoseconds) { fractionLost = f }
             case .bye:
                 if !byeAnnounced {
                     byeAnnounced = true
                     setup.notify(.byeReceived)
                 }
+            case .other(RTCPExtendedReport.packetType, _, let body):
+                if let runs = RTCPExtendedReport.lossRuns(inBody: body, sourceSSRC: localSSRC) { lossRuns = runs }
             default:
                 break
             }
+        }
+        var runs: (lost: Int, runs: Int)?
+        if let lossRuns, lossRuns.packets > 0 {
+            stats.lossRunReportsReceived += 1
+            runs = (lossRuns.lost, lossRuns.lossRuns)
+            if lossRuns.lossRuns > 0 {
+                peerLostInRuns += lossRuns.lost
+                peerLossRuns += lossRuns.lossRuns
+                stats.remoteMeanLossRunPackets = Double(peerLostInRuns) / Double(peerLossRuns)
+            }
+        }
+        if let fractionLost,
+            let settings = lossAdaptation.reportReceived(
+                fractionLost: fractionLost, lossRuns: runs, now: MonotonicInstant(nanoseconds: arrivalNanoseconds))
+        {
+            applyEncoderSettings(settings)
         }
     }
 
@@ -717,7 +748,9 @@ final class MediaLoop: @unchecked Sendable {
     }
 
     /// Takes the peer's view of our stream from the report blocks about our SSRC.
-    private func absorb(_ blocks: RTCPReportBlocks, arrivalNTPMiddle32: UInt32, reportArrivalNanoseconds: UInt64) {
+    /// - Returns: the fraction it lost in its last interval (nil: no block about us).
+    private func absorb(_ blocks: RTCPReportBlocks, arrivalNTPMiddle32: UInt32, reportArrivalNanoseconds: UInt64) -> Double? {
+        var fraction: Double?
         for block in blocks where block.ssrc == localSSRC {
             stats.peerReportedHighestSequence = block.extendedHighestSequence
             stats.peerReportArrivalNanoseconds = reportArrivalNanoseconds
@@ -726,11 +759,7 @@ final class MediaLoop: @unchecked Sendable {
             stats.remotePacketsLost = Int(block.cumulativeLost)
             stats.remoteFractionLost = Double(block.fractionLost) / 256
             stats.remoteJitterMilliseconds = Double(block.interarrivalJitter) / 48
-            if let settings = lossAdaptation.reportReceived(
-                fractionLost: Double(block.fractionLost) / 256, now: MonotonicInstant(nanoseconds: reportArrivalNanoseconds))
-            {
-                applyEncoderSettings(settings)
-            }
+            fraction = Double(block.fractionLost) / 256
             if let rtt = NTPTimestamp.roundTripTime(
                 arrivalNTPMiddle32: arrivalNTPMiddle32, lastSenderReport: block.lastSenderReport,
                 delaySinceLastSenderReport: block.delaySinceLastSenderReport)
@@ -738,6 +767,7 @@ final class MediaLoop: @unchecked Sendable {
                 stats.roundTripTimeMilliseconds = rtt * 1000
             }
         }
+        return fraction
     }
 
     // MARK: Send
@@ -944,7 +974,7 @@ final class MediaLoop: @unchecked Sendable {
             reportBlock[0] = block
             blockCount = 1
         }
-        let length: Int
+        var length: Int
         do throws(RTCPWriteError) {
             length = try rtcpWriter.write(
                 into: rtcpBuffer, ssrc: localSSRC, senderInfo: senderInfo,
@@ -952,6 +982,15 @@ final class MediaLoop: @unchecked Sendable {
                 bye: bye ? .included(reason: nil) : .omitted)
         } catch {
             return
+        }
+        // The peer asked which of its packets arrived: those since the last report (the
+        // reception window's 128 at most), after the report in the same compound.
+        if setup.sendsLossRunLength, !bye, let remoteSSRC, let packets = reception.receivedPackets(fromExtendedSequence: lossRunLengthNext),
+            let written = RTCPExtendedReport.writeLossRunLength(
+                into: rtcpBuffer, at: length, reporterSSRC: localSSRC, sourceSSRC: remoteSSRC, packets: packets)
+        {
+            length += written
+            lossRunLengthNext = reception.extendedHighestSequence &+ 1
         }
         lastReportAtNanoseconds = now
         do throws(SRTPError) {

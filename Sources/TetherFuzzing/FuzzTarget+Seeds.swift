@@ -80,6 +80,16 @@ extension FuzzTarget {
             }
             seeds.append((name, Array(buffer[0..<size])))
         }
+        // A receiver report followed by an XR Loss RLE block (bursts and single losses), as a
+        // Tether asked for it sends.
+        var received = ReceivedPackets(beginSequence: 65_500, count: 90)
+        for i in 0..<90 where !(i % 17 == 3 || (40..<46).contains(i)) { received.markReceived(i) }
+        let xrSize = buffer.withUnsafeMutableBytes { out -> Int in
+            let report = (try? writer.write(into: out, ssrc: 0x8765_4321, senderInfo: nil, reportBlocks: [block], bye: .omitted)) ?? 0
+            return report + (RTCPExtendedReport.writeLossRunLength(
+                into: out, at: report, reporterSSRC: 0x8765_4321, sourceSSRC: 0x1234_5678, packets: received) ?? 0)
+        }
+        seeds.append(("rtcp-rr-xr-loss-rle", Array(buffer[0..<xrSize])))
         return seeds
     }
 

@@ -95,8 +95,17 @@ enum RTPFuzzing {
                     if let cname { fuzzInvariant(within(cname, packet), "a CNAME outside the packet") }
                 case .bye(_, _, let reason):
                     if let reason { fuzzInvariant(within(reason, packet), "a BYE reason outside the packet") }
-                case .other(_, _, let body):
+                case .other(let type, _, let body):
                     fuzzInvariant(within(body, packet), "a packet body outside the compound")
+                    if type == RTCPExtendedReport.packetType {
+                        // Loss RLE blocks about any source the body names (the first block's).
+                        let source = body.count >= 12 ? UInt32(body[8]) << 24 | UInt32(body[9]) << 16 | UInt32(body[10]) << 8 | UInt32(body[11]) : 0
+                        if let runs = RTCPExtendedReport.lossRuns(inBody: body, sourceSSRC: source) {
+                            fuzzInvariant(runs.lost <= runs.packets && runs.lossRuns <= runs.lost && runs.packets <= 65_535,
+                                "loss runs beyond the block: \(runs)")
+                            fuzzInvariant(runs.lostAfterThreeLosses <= runs.lostAfterALoss && runs.lostAfterALoss <= runs.lost, "run counts out of order: \(runs)")
+                        }
+                    }
                 }
             }
         }

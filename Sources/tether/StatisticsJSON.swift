@@ -31,6 +31,7 @@ enum StatisticsJSON {
             "restarts": s.recovery.restartCount,
         ]
         if let rtt = s.roundTripTimeMilliseconds { o["rttMs"] = rtt }
+        if let run = s.remoteMeanLossRunPackets { o["remoteMeanLossRunPackets"] = run }
         // Absent before playout and while the peer is silent (no packet has a delay then).
         if let delay = s.jitterBufferDelayMilliseconds { o["jitterBufferMs"] = delay }
         // Where the delay is: each part as this side measures it (nil parts absent).

@@ -17,6 +17,7 @@ enum StatisticsTable {
             ("packets lost (ours)", { "\($0.packetsLost)" }),
             ("delivery", { pct($0.deliveryRatio) }),
             ("lost by peer (its RTCP)", { "\($0.remotePacketsLost) (\(pct($0.remoteFractionLost)) last interval)" }),
+            ("peer's loss runs (its XR), mean", { $0.remoteMeanLossRunPackets.map { String(format: "%.2f packets", $0) } ?? "–" }),
             ("jitter (ours / peer's)", { "\(ms($0.jitterMilliseconds)) / \(ms($0.remoteJitterMilliseconds))" }),
             ("round-trip time", { ms($0.roundTripTimeMilliseconds) }),
             ("RTCP sent / received", { "\($0.rtcpPacketsSent) / \($0.rtcpPacketsReceived)" }),

@@ -85,7 +85,7 @@ struct MediaLoopAllocationTests {
                     initialExpectedLossPercent: 10, allowsRedundancy: red, alwaysRedundant: red),
                 telephoneEvent: telephoneEvent, receivableTelephoneEvents: telephoneEvent.map { [$0] } ?? [],
                 redundantAudio: red ? RedundantAudioFormat(payloadType: 63, blockPayloadType: 111) : nil,
-                voiceProcessor: voice ? VoiceProcessor(settings: VoiceProcessingSettings()) : nil,
+                sendsLossRunLength: true, voiceProcessor: voice ? VoiceProcessor(settings: VoiceProcessingSettings()) : nil,
                 notify: { _ in }))
     }
 
@@ -267,6 +267,11 @@ struct MediaLoopAllocationTests {
         // Every allocation in 300 send + 300 receive + 300 playout periods, and in the RTCP
         // reports written and read meanwhile, is libsrtp's own.
         #expect(rtcpSent >= 8 && rtcpReceived >= 8)
+        // Each of B's reports carried an XR Loss RLE block about A's packets (A asks for it),
+        // written by B and read by A here.
+        let lossRunReports = loopA.counters.read().lossRunReportsReceived - rtcpBefore.a.lossRunReportsReceived
+        let reportsToA = loopA.counters.read().rtcpPacketsReceived - rtcpBefore.a.rtcpPacketsReceived
+        #expect(reportsToA >= 4 && lossRunReports >= reportsToA - 1, "\(lossRunReports) Loss RLE blocks in \(reportsToA) reports")
         #expect(total == libsrtp, "total \(total), libsrtp \(libsrtp) (\(perPacket.protect)+\(perPacket.unprotect) per packet, \(perReport.protect)+\(perReport.unprotect) per report; \(rtcpSent) reports sent, \(rtcpReceived) received)")
     }
 

@@ -246,6 +246,33 @@ struct OutageTests {
         await call.end()
     }
 
+    /// Bursty loss (Gilbert–Elliott: runs of three on average, about 9 % lost — under RED's 10 %
+    /// switch-on for independent loss): B tells A which of A's packets it lost (RTCP XR Loss RLE,
+    /// which A's offer asked for), A sees the runs and switches RED on from 5 %. What is checked
+    /// here is the path of the runs (B's blocks reach A's adaptation, the mean run is the
+    /// model's); the rule itself is `LossAdaptationTests`' (manual clock, seeded reports).
+    @Test func burstyLossReachesTheSenderAsLossRunsAndSwitchesRedundancyOn() async throws {
+        let call = try RelayedCall()
+        try await call.start()
+        #expect(await call.when("A", enters: "established", timeoutSeconds: 5) != nil)
+        #expect(call.a.statistics().remoteMeanLossRunPackets == nil)  // nothing lost yet
+        call.relay.updateImpairments { $0.burstLoss = BurstLoss(goodToBadProbability: 0.033, badToGoodProbability: 0.33) }
+        // About 9 % in runs of three: the sustained loss passes 5 % within a few reports (each a
+        // second); 45 s of margin.
+        #expect(await waitUntil(timeoutSeconds: 45) { call.a.statistics().sendsRedundantAudio })
+        // Runs long enough to be read (at least 60 runs, about 20 s).
+        #expect(await waitUntil(timeoutSeconds: 60) { call.relay.statistics().aToB.rtpDroppedByLoss >= 180 })
+        let a = call.a.statistics()
+        let run = try #require(a.remoteMeanLossRunPackets)
+        // Mean run of the model: 1 / 0.33 ≈ 3 packets (RED packets are packets: the runs are the path's).
+        #expect(run > 2 && run < 4.5, "mean run \(run)")
+        // B measured the same stream: its own count of A's packets lost against what A was told.
+        let b = call.b.statistics()
+        #expect(b.packetsLost > 0 && a.remotePacketsLost > 0)
+        call.relay.updateImpairments { $0.burstLoss = nil }
+        await call.end()
+    }
+
     /// A peer without RED (as baresip and most SIP phones): under the same heavy loss nothing is
     /// sent twice — its SRTP sees no replays, its receiver no duplicates (a plain second copy
     /// made baresip log a decrypt failure per packet).
