@@ -122,6 +122,8 @@ struct QualityBench: AsyncParsableCommand {
         /// (how much of the call RED covered; the relay's loss does not look at the payload).
         /// Tether only.
         var framesRecoveredByRedundancy = 0
+        /// RED copies B received after their frame was due (a longer hold would have used them).
+        var redundantCopiesTooLate = 0
         var redundantPacketsPercent = 0.0
         /// nil when the listener's jitter buffer had no figure (nothing buffered for 0.5 s).
         var jitterBufferDelayMilliseconds: Double?
@@ -304,6 +306,7 @@ struct QualityBench: AsyncParsableCommand {
             jitterBufferDelayMilliseconds: s.jitterBufferDelayMilliseconds,
             jitterBufferTargetMilliseconds: s.jitterBufferTargetMilliseconds, meanOpinionScoreEstimate: s.meanOpinionScore)
         run.framesRecoveredByRedundancy = s.framesRecoveredByRedundancy
+        run.redundantCopiesTooLate = s.redundantCopiesTooLate
         run.bHearsAfterSeconds = bHears.withLock { $0 }
         run.disruptions = recoveries.flatMap { side, recovery in
             recovery.disruptions.map { String(format: "%@ %@ at %.1f s (%d attempts)", side, $0.cause, $0.startSeconds, $0.attempts) }
@@ -534,7 +537,8 @@ struct QualityBench: AsyncParsableCommand {
                 "framesInsertedForDelay": r.framesInsertedForDelay, "framesDroppedForDelay": r.framesDroppedForDelay,
                 "playbackUnderruns": r.playbackUnderruns,
                 "heardLossPercent": r.heardLossPercent,
-                "framesRecoveredByRedundancy": r.framesRecoveredByRedundancy, "redundantPacketsPercent": r.redundantPacketsPercent, "jitterBufferTargetMs": r.jitterBufferTargetMilliseconds,
+                "framesRecoveredByRedundancy": r.framesRecoveredByRedundancy, "redundantCopiesTooLate": r.redundantCopiesTooLate,
+                "redundantPacketsPercent": r.redundantPacketsPercent, "jitterBufferTargetMs": r.jitterBufferTargetMilliseconds,
             ]
             if let delay = r.jitterBufferDelayMilliseconds { row["jitterBufferDelayMs"] = delay }
             if let p = r.pesq { row["pesqWB"] = p }

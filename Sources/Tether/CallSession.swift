@@ -862,6 +862,7 @@ public actor CallSession {
             localAddress: context.localAddress, remoteAddress: context.remoteAddress,
             durationSeconds: Double(MonotonicClock.nanoseconds() - createdAtNanoseconds) / 1e9, recovery: context.recovery)
         statistics.encoderLookaheadMilliseconds = context.encoderLookaheadMilliseconds
+        statistics.redundantCopiesTooLate = c.redundantCopiesTooLate
         statistics.remoteMeanLossRunPackets = c.remoteMeanLossRunPackets >= 0 ? c.remoteMeanLossRunPackets : nil
         statistics.encoderMaximumBandwidth = context.encoderMaximumBandwidth
         statistics.playbackQueueMilliseconds = c.playbackQueueMilliseconds

@@ -95,6 +95,9 @@ public struct CallStatistics: Sendable, Equatable {
     public var framesRecoveredByFEC: Int
     /// Lost frames filled in from the redundant copy a later packet carried (RFC 2198 RED).
     public var framesRecoveredByRedundancy: Int = 0
+    /// RED copies that arrived after the frame they copy was due, missing (concealed or rebuilt
+    /// from FEC): copies a longer jitter-buffer hold would have used (a frame may count twice).
+    public var redundantCopiesTooLate: Int = 0
     /// RED packets received (in `packetsReceived` too).
     public var redundantAudioPacketsReceived: Int = 0
     /// Packets that arrived after their playout time.
@@ -267,6 +270,7 @@ struct MediaCounters: BitwiseCopyable {
     var framesConcealed = 0
     var framesRecoveredByFEC = 0
     var framesRecoveredByRedundancy = 0
+    var redundantCopiesTooLate = 0
     var redundantAudioPacketsReceived = 0
     var latePackets = 0
     var playbackQueueMilliseconds: Double? = nil

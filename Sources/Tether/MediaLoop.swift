@@ -1147,6 +1147,7 @@ final class MediaLoop: @unchecked Sendable {
         stats.jitterBufferDelayMilliseconds = jb.playoutDelayMilliseconds.map(Double.init)
         stats.jitterBufferTargetMilliseconds = Double(jb.targetDelayMilliseconds)
         stats.framesDroppedForDelay = jb.driftDrops
+        stats.redundantCopiesTooLate = jb.redundantCopiesTooLate
         stats.playbackQueueMilliseconds = playbackQueueMilliseconds >= 0 ? playbackQueueMilliseconds : nil
         counters.write(stats)
     }

@@ -58,6 +58,7 @@ enum StatisticsJSON {
         o["redundantFramesPerPacket"] = s.redundantFramesPerPacket
         o["redundantFramesSent"] = s.redundantFramesSent
         o["framesRecoveredByRedundancy"] = s.framesRecoveredByRedundancy
+        o["redundantCopiesTooLate"] = s.redundantCopiesTooLate
         o["redundantAudioPacketsReceived"] = s.redundantAudioPacketsReceived
         o["sendBitrate"] = s.sendBitrateBitsPerSecond
         o["receiveBitrate"] = s.receiveBitrateBitsPerSecond

@@ -179,7 +179,7 @@ struct AdaptiveJitterBufferTests {
     /// burst's frames are due: its copies fill the last two, the FEC inside the older copy the
     /// first. Not told, it keeps FEC's one frame, and the copies come too late for two of the three.
     @Test func redundantCopiesTwoBackKeepTwoFramesMoreWhilePacketsAreLost() {
-        func run(noting: Bool) -> (fec: Int, concealed: Int, recovered: Int) {
+        func run(noting: Bool) -> (fec: Int, concealed: Int, recovered: Int, tooLate: Int) {
             let jb = Self.buffer()
             let payload: [UInt8] = [1, 2, 3]
             var fec = 0, concealed = 0
@@ -211,15 +211,20 @@ struct AdaptiveJitterBufferTests {
                 default: break
                 }
             }
-            return (fec, concealed, jb.statistics.redundantRecoveries)
+            return (fec, concealed, jb.statistics.redundantRecoveries, jb.statistics.redundantCopiesTooLate)
         }
         let told = run(noting: true)
         let untold = run(noting: false)
         // 23 bursts (69 frames): after the first, every frame is rebuilt (two copies and one FEC each).
         #expect(told.concealed <= 3, "\(told)")
         #expect(told.fec >= 22 && told.recovered >= 44, "\(told)")
-        // Without the depth only the burst's last frame's copy (and FEC) come in time.
+        #expect(told.tooLate <= 6, "\(told)")  // the first burst's, before the depth was known
+        // Without the depth only the burst's last frame's copy (and FEC) come in time; the
+        // middle frame's one copy (in the packet after the burst, 40 ms after the frame was
+        // due) comes too late and is counted so — one per burst (the first frame's copies were
+        // all in lost packets: nothing to count).
         #expect(untold.concealed >= 40, "\(untold)")
+        #expect(untold.tooLate >= 20, "\(untold)")
     }
 
     @Test func aFasterSenderIsFollowedByDroppingFrames() {

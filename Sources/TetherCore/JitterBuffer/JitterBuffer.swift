@@ -338,7 +338,8 @@ public final class JitterBuffer {
     /// that carried it ends the stall), and not when every slot is taken. Its arrival says
     /// nothing about the path's jitter (it was sent a frame or more late by design), so the
     /// delay estimate does not see it; no counter but ``JitterBufferStatistics/redundantRecoveries``
-    /// moves. Never allocates.
+    /// moves (and ``JitterBufferStatistics/redundantCopiesTooLate`` for a copy of a missing
+    /// frame already due). Never allocates.
     /// - Returns: whether the frame was stored.
     @discardableResult
     public func insertRedundant(
@@ -352,8 +353,12 @@ public final class JitterBuffer {
         let timestamp = extendedTimestamp(rtpTimestamp, near: started ? playoutTimestamp : anchorTimestamp)
         let reference = started ? playoutTimestamp : anchorTimestamp
         guard abs(timestamp - reference) <= reanchorThresholdSamples, highestSequence - sequence <= Self.maximumSequenceJumpBehind,
-            sequence <= highestSequence, !isSeen(sequence), !(started && timestamp < playoutTimestamp)
+            sequence <= highestSequence, !isSeen(sequence)
         else { return false }
+        if started && timestamp < playoutTimestamp {
+            counters.redundantCopiesTooLate += 1
+            return false
+        }
         let slot = freeSlot()
         guard slot >= 0 else { return false }
         write(slot: slot, sequence: sequence, timestamp: timestamp, payload: payload, arrivalNanoseconds: arrivalNanoseconds, recordsTransit: false)

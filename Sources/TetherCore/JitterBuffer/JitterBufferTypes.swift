@@ -145,6 +145,10 @@ public struct JitterBufferStatistics: Sendable, Equatable {
     /// Lost frames filled in from a redundant copy in a later packet (RFC 2198 RED), stored by
     /// ``JitterBuffer/insertRedundant(sequenceNumber:rtpTimestamp:payload:arrivalNanoseconds:)``.
     public var redundantRecoveries: Int = 0
+    /// Redundant copies that came after the frame they copy was due and had not arrived (it
+    /// was concealed, or rebuilt from FEC): copies a longer hold would have used, in copies (a
+    /// frame can count twice, once for each copy).
+    public var redundantCopiesTooLate: Int = 0
     /// Frames concealed because audio was lost or arrived too late (underflow), in frames.
     /// Underflow frames later shown to have been a DTX pause are moved to ``silenceGapFrames``.
     public var concealedFrames: Int = 0
