@@ -1,23 +1,29 @@
 /// Which packets of a range of sequence numbers arrived: up to `capacity` consecutive packets
 /// from `beginSequence`, one bit each (what an RTCP XR Loss RLE block reports, RFC 3611 §4.1).
-/// A value type of fixed size: no allocation.
-public struct ReceivedPackets: Sendable, Equatable {
-    /// Most packets one value describes.
-    public static let capacity = 128
+/// The bits are a reception window (the one `ReceptionStatistics` keeps for duplicates) whose
+/// newest packet is the range's last. A value type of fixed size: no allocation.
+public struct ReceivedPackets: Sendable {
+    /// Most packets one value describes: the reception window's reach.
+    public static let capacity = ReceivedSequenceWindow.size
 
     /// The first packet's sequence number.
     public var beginSequence: UInt16
     /// Packets described, `0…capacity`.
     public private(set) var count: Int
-    /// Bit i (of `low` for i < 64, of `high` for i − 64): packet `beginSequence + i` arrived.
-    private var low: UInt64 = 0
-    private var high: UInt64 = 0
+    /// Packet `beginSequence + i` is `count − 1 − i` packets behind the window's newest.
+    private var window: ReceivedSequenceWindow
 
     /// `count` packets from `beginSequence`, none received yet.
     public init(beginSequence: UInt16, count: Int) {
+        self.init(beginSequence: beginSequence, count: count, window: ReceivedSequenceWindow())
+    }
+
+    /// `count` packets ending with `window`'s newest.
+    init(beginSequence: UInt16, count: Int, window: ReceivedSequenceWindow) {
         precondition(count >= 0 && count <= Self.capacity, "ReceivedPackets holds 0…\(Self.capacity) packets")
         self.beginSequence = beginSequence
         self.count = count
+        self.window = window
     }
 
     /// One past the last packet's sequence number (the block's `end_seq`).
@@ -26,17 +32,17 @@ public struct ReceivedPackets: Sendable, Equatable {
     /// Marks packet `index` (0 = `beginSequence`) as received.
     public mutating func markReceived(_ index: Int) {
         precondition(index >= 0 && index < count)
-        if index < 64 { low |= 1 << UInt64(index) } else { high |= 1 << UInt64(index - 64) }
+        _ = window.markReceived(packetsBehind: count - 1 - index)
     }
 
     /// Whether packet `index` (0 = `beginSequence`) arrived.
     public func received(_ index: Int) -> Bool {
         guard index >= 0, index < count else { return false }
-        return index < 64 ? low & (1 << UInt64(index)) != 0 : high & (1 << UInt64(index - 64)) != 0
+        return window.contains(packetsBehind: count - 1 - index)
     }
 
     /// Packets that arrived.
-    public var receivedCount: Int { low.nonzeroBitCount + high.nonzeroBitCount }
+    public var receivedCount: Int { (0..<count).reduce(0) { $0 + (received($1) ? 1 : 0) } }
 }
 
 /// What a run of received/lost flags says about loss that recovery cannot undo. A lost packet's
@@ -52,19 +58,20 @@ public struct LossRunStatistics: Sendable, Equatable {
     public var lossRuns = 0
     /// The longest run of consecutive losses.
     public var longestLossRun = 0
-    /// Lost packets with another lost just before them: what in-band FEC, carried in the next
-    /// packet, cannot rebuild (for loss independent at rate p, about p² of the packets).
-    public var lostAfterALoss = 0
     /// Lost packets with three lost just before them: what RED two frames back, with FEC in the
     /// oldest copy, cannot rebuild.
     public var lostAfterThreeLosses = 0
 
     public init() {}
 
+    /// Lost packets with another lost just before them: what in-band FEC, carried in the next
+    /// packet, cannot rebuild (for loss independent at rate p, about p² of the packets) — all
+    /// but the last of each run.
+    public var lostAfterALoss: Int { lost - lossRuns }
+
     /// Adds one packet in sequence order; `currentRun` is the caller's count of losses just
     /// before it (updated).
-    @inlinable
-    public mutating func add(received: Bool, currentRun: inout Int) {
+    mutating func add(received: Bool, currentRun: inout Int) {
         packets += 1
         if received {
             currentRun = 0
@@ -72,16 +79,9 @@ public struct LossRunStatistics: Sendable, Equatable {
         }
         lost += 1
         if currentRun == 0 { lossRuns += 1 }
-        if currentRun >= 1 { lostAfterALoss += 1 }
         if currentRun >= 3 { lostAfterThreeLosses += 1 }
         currentRun += 1
         longestLossRun = max(longestLossRun, currentRun)
-    }
-
-    /// The statistics of `packets`.
-    public init(_ packets: ReceivedPackets) {
-        var run = 0
-        for i in 0..<packets.count { add(received: packets.received(i), currentRun: &run) }
     }
 }
 

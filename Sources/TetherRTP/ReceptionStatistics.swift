@@ -89,11 +89,7 @@ public struct ReceptionStatistics: Sendable, Equatable, Hashable {
         var begin = max(Int64(baseSequence), end - Int64(ReceivedPackets.capacity))
         if let extendedBegin { begin = max(begin, Int64(extendedBegin)) }
         guard end > begin else { return nil }
-        var packets = ReceivedPackets(beginSequence: UInt16(truncatingIfNeeded: begin), count: Int(end - begin))
-        for index in 0..<packets.count where window.contains(packetsBehind: Int(end - 1 - begin) - index) {
-            packets.markReceived(index)
-        }
-        return packets
+        return ReceivedPackets(beginSequence: UInt16(truncatingIfNeeded: begin), count: Int(end - begin), window: window)
     }
 
     /// Extended highest sequence number received (cycles in the high 16 bits), as sent
