@@ -1594,7 +1594,6 @@ public actor CallSession {
             // A side that receives nothing by negotiation (the peer is recvonly or inactive) has
             // no first decoded frame to wait for: a working ICE path is as far as it can see.
             if s == .failed && (state == .established || state == .mediaDisrupted || state == .renewingMedia) { feed(.iceFailed) }
-            if s == .ready { feed(.iceConnected) }
             if s == .failed && state == .connecting {
                 let error = TetherError(
                     code: .iceConnectionFailed, isTerminal: true, canRetry: true,
@@ -1607,6 +1606,8 @@ public actor CallSession {
             perform(dtls.connection.receive(datagram))
         case .ice(.selectedPairChanged(let pair)):
             selectedPair = pair
+            // A pair to send on (libnice selects it just before the component turns READY): the
+            // machine's one ICE-connected input.
             feed(.iceConnected)
             startDTLSIfClient()
             statisticsContext.withLock {
