@@ -266,6 +266,7 @@ struct OutageTests {
         let run = try #require(a.remoteMeanLossRunPackets)
         // Mean run of the model: 1 / 0.33 ≈ 3 packets (RED packets are packets: the runs are the path's).
         #expect(run > 2 && run < 4.5, "mean run \(run)")
+        print("bursty loss: A told a mean loss run of \(run) packets, RED \(a.redundantFramesPerPacket) frames back")
         // B measured the same stream: its own count of A's packets lost against what A was told.
         let b = call.b.statistics()
         #expect(b.packetsLost > 0 && a.remotePacketsLost > 0)
