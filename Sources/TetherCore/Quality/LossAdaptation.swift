@@ -49,8 +49,10 @@ import Glibc
 ///   sustained) instead of 10 %. Simulated (Python re-implementation of this rule, 50-packet
 ///   reports): Gilbert–Elliott bursts of mean 3 at 9 % loss — on at report 3 (median; 90 % by
 ///   report 8), where the loss alone took 14 (90 %: 32); independent 5 % loss — one ten-minute
-///   call of 1 000 switched on, as with the loss alone; independent 7 % — no more calls than
-///   with the loss alone.
+///   call of 1 000 switched on, as with the loss alone; independent 7 % — 192 of 300 ten-minute
+///   calls switched on, against 185 of 300 with the loss alone (separate random draws, so within
+///   the simulation's noise; the unit tests feed the same seeded reports with and without their
+///   runs, and 24 such calls at 5 % and 7 % switch on at the same report).
 public struct LossAdaptation: Sendable, Equatable {
     public struct Settings: Sendable, Equatable {
         public var expectedLossPercent: Int
