@@ -28,9 +28,12 @@ struct EchoDeviceTests {
         return (a, b, heard)
     }
 
-    /// Far-end speech alone: two seconds after the call starts, the echo the peer hears is at
-    /// least 25 dB under the echo reaching the microphone; two seconds after the echo path
-    /// changes (60 → 160 ms, as when the call moves to another device), again.
+    /// Far-end speech alone: once the canceller has converged, the echo the peer hears is at least
+    /// 25 dB under the echo reaching the microphone; after the echo path changes (60 → 160 ms, as
+    /// when the call moves to another device), again. Converging is awaited, window by window
+    /// (2 s each, the first 2 s after the change), up to 12 s: module-loopback takes its own time
+    /// to settle on a new latency, and a slow machine (ASan, a loaded core) takes longer. On an
+    /// idle machine the first window passes (reductions of 32–50 dB in the CI logs).
     @Test
     func farEndEchoIsCancelledAndReconvergesAfterTheDelayChanges() async throws {
         let dir = try temporaryDirectory()
@@ -43,17 +46,24 @@ struct EchoDeviceTests {
         #expect(await ra.waitFor("established", timeoutSeconds: 10) != nil)
         #expect(a.statistics().voiceProcessing == "webrtc: AEC NS AGC HPF")
 
-        /// Over 2–4 s from now: the echo at the microphone against what the peer heard.
+        /// The echo at the microphone against what the peer heard, over successive 2 s windows
+        /// from 2 s after now, until it reaches 25 dB or 12 s have passed; the last window's figure.
         func reduction(_ label: String) async throws -> Double {
+            let start = ContinuousClock.now
             try await Task.sleep(for: .seconds(2))
-            let mic = try MonitorRecorder(source: "room_mic.monitor", path: dir + "/mic-\(label).wav")
-            try await Task.sleep(for: .seconds(2))
-            let atMic = ToneAnalysis.rmsDBFS(try mic.finish(lastSeconds: 1.8))
-            let heardLevel = ToneAnalysis.rmsDBFS(try samplesWrittenSoFar(heard).suffix(Int(1.8 * 48_000)))
-            let f = a.statistics().voiceProcessingFigures
-            print("echo \(label): at the microphone \(atMic) dBFS, heard by the peer \(heardLevel) dBFS; measured delay \(String(describing: f.measuredEchoDelayMilliseconds)) ms (r \(f.measuredEchoDelayCorrelation)), ERLE \(String(describing: f.echoReturnLossEnhancementDecibels))")
-            #expect(atMic > -37, "the echo path brought \(atMic) dBFS back: no echo to cancel")
-            return atMic - heardLevel
+            var window = 0
+            while true {
+                window += 1
+                let mic = try MonitorRecorder(source: "room_mic.monitor", path: dir + "/mic-\(label)-\(window).wav")
+                try await Task.sleep(for: .seconds(2))
+                let atMic = ToneAnalysis.rmsDBFS(try mic.finish(lastSeconds: 1.8))
+                let heardLevel = ToneAnalysis.rmsDBFS(try samplesWrittenSoFar(heard).suffix(Int(1.8 * 48_000)))
+                let f = a.statistics().voiceProcessingFigures
+                let elapsed = (ContinuousClock.now - start) / .seconds(1)
+                print("echo \(label), window \(window) (to \(String(format: "%.1f", elapsed)) s): at the microphone \(atMic) dBFS, heard by the peer \(heardLevel) dBFS; measured delay \(String(describing: f.measuredEchoDelayMilliseconds)) ms (r \(f.measuredEchoDelayCorrelation)), ERLE \(String(describing: f.echoReturnLossEnhancementDecibels))")
+                #expect(atMic > -37, "the echo path brought \(atMic) dBFS back: no echo to cancel")
+                if atMic - heardLevel >= 25 || elapsed >= 12 { return atMic - heardLevel }
+            }
         }
         #expect(try await reduction("60ms") >= 25)
         path.remove()
