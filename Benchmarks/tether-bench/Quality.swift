@@ -56,6 +56,9 @@ struct QualityBench: AsyncParsableCommand {
     @Option(help: "Receivers (columns) to run: fecPLC, plc, none, baresip; default all of them.")
     var receivers: [String] = []
 
+    @Option(help: "When Tether's default column sends RED: heavy-loss (the default) or always (a measurement: what RED from the first packet gives).")
+    var redundancy: CallConfiguration.Redundancy = .underHeavyLoss
+
     enum Mode: String, CaseIterable, Sendable {
         case fecAndConcealment = "Tether (all)"
         case concealmentOnly = "PLC only"
@@ -72,9 +75,9 @@ struct QualityBench: AsyncParsableCommand {
             }
         }
 
-        func configure(_ c: inout CallConfiguration) {
+        func configure(_ c: inout CallConfiguration, redundancy: CallConfiguration.Redundancy) {
             c.opus.inBandFEC = self == .fecAndConcealment
-            c.redundancy = self == .fecAndConcealment ? .underHeavyLoss : .off
+            c.redundancy = self == .fecAndConcealment ? redundancy : .off
             c.concealsLoss = self != .none
         }
     }
@@ -199,7 +202,7 @@ struct QualityBench: AsyncParsableCommand {
         let unknown = receivers.filter { name in !Mode.allCases.contains { $0.key == name } }
         guard unknown.isEmpty else { throw ValidationError("unknown receiver(s) \(unknown): use fecPLC, plc, none, baresip") }
         let modes = Mode.allCases.filter { (baresip || $0 != .baresip) && (receivers.isEmpty || receivers.contains($0.key)) }
-        say("quality: \(clips) clip(s) × \(seeds) seed(s) × \(lossCases.count) case(s) × \(modes.count) receivers; Opus 20 ms 32 kb/s \(OpusConfiguration().maximumBandwidth.rawValue), adaptive jitter buffer, loopback ICE through the relay (loss both ways)")
+        say("quality: \(clips) clip(s) × \(seeds) seed(s) × \(lossCases.count) case(s) × \(modes.count) receivers; Opus 20 ms 32 kb/s \(OpusConfiguration().maximumBandwidth.rawValue), adaptive jitter buffer, RED \(redundancy.rawValue), loopback ICE through the relay (loss both ways)")
         var references: [String] = []
         for clip in 0..<clips {
             let path = "\(workDirectory)/clip\(clip).wav"
@@ -222,7 +225,8 @@ struct QualityBench: AsyncParsableCommand {
                                 ? try await Self.baresipCall(
                                     reference: reference, recording: recording, lossCase: lossCase, clip: clip, seed: seed)
                                 : try await Self.call(
-                                    reference: reference, recording: recording, mode: mode, lossCase: lossCase, clip: clip, seed: seed)
+                                    reference: reference, recording: recording, mode: mode, redundancy: redundancy, lossCase: lossCase,
+                                    clip: clip, seed: seed)
                         }
                     }
                     var out: [Run] = []
@@ -253,7 +257,10 @@ struct QualityBench: AsyncParsableCommand {
 
     // MARK: One call
 
-    static func call(reference: String, recording: String, mode: Mode, lossCase: LossCase, clip clipIndex: Int, seed: UInt64) async throws -> Run {
+    static func call(
+        reference: String, recording: String, mode: Mode, redundancy: CallConfiguration.Redundancy, lossCase: LossCase, clip clipIndex: Int,
+        seed: UInt64
+    ) async throws -> Run {
         let relay = try UDPImpairmentRelay(seed: seed)
         defer { relay.stop() }
         var ca = CallConfiguration(
@@ -261,8 +268,8 @@ struct QualityBench: AsyncParsableCommand {
         var cb = CallConfiguration(
             audioSource: TestSignalSource(frequencyHertz: 660, levelDBFS: -30), audioSink: WAVFileSink(path: recording),
             localAddresses: ["127.0.0.1"], statisticsIntervalSeconds: 0)
-        mode.configure(&ca)
-        mode.configure(&cb)
+        mode.configure(&ca, redundancy: redundancy)
+        mode.configure(&cb, redundancy: redundancy)
         let a = try CallSession(configuration: ca)
         let b = try CallSession(configuration: cb)
         // What happened, for a call that carries no media (shown with the problem).
@@ -646,3 +653,5 @@ struct CodecQualityBench: ParsableCommand {
 func say(_ line: String = "") {
     FileHandle.standardOutput.write(Data((line + "\n").utf8))
 }
+
+extension CallConfiguration.Redundancy: ExpressibleByArgument {}
