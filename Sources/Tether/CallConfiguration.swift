@@ -44,14 +44,16 @@ public struct CallConfiguration: Sendable {
     /// noise, the default) or played as silence (only for comparisons such as the quality bench).
     /// Whether FEC is sent and used at all is `opus.inBandFEC`.
     public var concealsLoss: Bool = true
-    /// When each packet also carries the two frames before it as RFC 2198 redundant audio (only
+    /// When each packet also carries the frames before it as RFC 2198 redundant audio (only
     /// with a peer that negotiated RED; without it nothing is ever sent twice).
     public enum Redundancy: String, Sendable, CaseIterable {
         /// Never (RED the peer sends is still received).
         case off
-        /// Under heavy loss reported by the peer (a sustained 10 % or more, until under 5 %; see
-        /// `LossAdaptation`): about three times the payload (120 kb/s at the default 32), most
-        /// of the loss gone.
+        /// From the first packet until the peer's reports show the path under 5 % (a clean path:
+        /// about 2.5 s), then under heavy loss reported by the peer (a sustained 10 % or more, or
+        /// 5 % in runs, until under 5 %; see `LossAdaptation`): about three times the payload
+        /// (120 kb/s at the default 32; four times with three frames back on long loss runs),
+        /// most of the loss gone.
         case underHeavyLoss = "heavy-loss"
         /// From the first packet, whatever the loss (as Chromium does when RED is its first codec).
         case always

@@ -126,15 +126,17 @@ final class MediaLoop: @unchecked Sendable {
     private let silence: UnsafeMutableBufferPointer<Int16>
     private let packet: UnsafeMutableRawBufferPointer
     /// While RED is sent: this frame's Opus packet (the RED payload is built from it), and the
-    /// two frames' before it (slot 0 the previous one, slot 1 the one before), with their RTP
-    /// timestamps, carried again in the next packets.
+    /// frames before it (slot 0 the previous one, slot 1 the one before, …, up to
+    /// `maximumRedundantFrames`), with their RTP timestamps, carried again in the next packets.
     private let encodedFrame: UnsafeMutableRawBufferPointer
     private let earlierFrames: UnsafeMutableRawBufferPointer
-    private var earlierFrameLengths = InlineArray<2, Int>(repeating: 0)
-    private var earlierFrameTimestamps = InlineArray<2, UInt32>(repeating: 0)
+    private var earlierFrameLengths = InlineArray<3, Int>(repeating: 0)
+    private var earlierFrameTimestamps = InlineArray<3, UInt32>(repeating: 0)
+    /// The deepest RED this loop sends: three frames back.
+    static let maximumRedundantFrames = 3
     private let redundantBlock: UnsafeMutableBufferPointer<RedundantAudioPayload.Source>
     /// The RED format while packets also carry earlier frames (the negotiated one, while the loss
-    /// adaptation asks for redundancy), else nil; how many earlier frames (1 or 2).
+    /// adaptation asks for redundancy), else nil; how many earlier frames (1 to 3).
     private var redundancyInUse: RedundantAudioFormat?
     private var redundantFramesInUse = 0
     private let rtcpBuffer: UnsafeMutableRawBufferPointer
@@ -212,8 +214,8 @@ final class MediaLoop: @unchecked Sendable {
         silence.initialize(repeating: 0)
         packet = .allocate(byteCount: 1500 + SRTPContext.maximumRTPTrailerBytes, alignment: 16)
         encodedFrame = .allocate(byteCount: MediaLoop.maximumOpusPacketBytes, alignment: 16)
-        earlierFrames = .allocate(byteCount: 2 * MediaLoop.maximumOpusPacketBytes, alignment: 16)
-        redundantBlock = .allocate(capacity: 2)
+        earlierFrames = .allocate(byteCount: MediaLoop.maximumRedundantFrames * MediaLoop.maximumOpusPacketBytes, alignment: 16)
+        redundantBlock = .allocate(capacity: MediaLoop.maximumRedundantFrames)
         redundancyInUse = setup.lossAdaptation.settings.redundancy ? setup.redundantAudio : nil
         redundantFramesInUse = setup.lossAdaptation.settings.redundantFrames
         stats.encoderRedundantFrames = redundancyInUse != nil ? redundantFramesInUse : 0
@@ -879,7 +881,7 @@ final class MediaLoop: @unchecked Sendable {
         let primary = UnsafeRawBufferPointer(rebasing: encodedFrame[0..<opusBytes])
         let stride = Self.maximumOpusPacketBytes
         var blocks = 0
-        var back = min(2, redundantFramesInUse)
+        var back = min(Self.maximumRedundantFrames, redundantFramesInUse)
         while back >= 1 {
             let slot = back - 1
             let length = earlierFrameLengths[slot]
@@ -905,13 +907,19 @@ final class MediaLoop: @unchecked Sendable {
             first += 1
         }
         if written != nil { stats.redundantFramesSent += blocks - first }
-        // Slot 1 takes slot 0's frame, slot 0 this one.
-        if earlierFrameLengths[0] > 0 {
-            UnsafeMutableRawBufferPointer(rebasing: earlierFrames[stride..<(stride + earlierFrameLengths[0])])
-                .copyMemory(from: UnsafeRawBufferPointer(rebasing: earlierFrames[0..<earlierFrameLengths[0]]))
+        // Each slot takes the one before it, slot 0 this frame (a copy of at most a few hundred
+        // bytes each; a depth that grows later finds the frames already there).
+        var slot = Self.maximumRedundantFrames - 1
+        while slot >= 1 {
+            let length = earlierFrameLengths[slot - 1]
+            if length > 0 {
+                UnsafeMutableRawBufferPointer(rebasing: earlierFrames[(slot * stride)..<(slot * stride + length)])
+                    .copyMemory(from: UnsafeRawBufferPointer(rebasing: earlierFrames[((slot - 1) * stride)..<((slot - 1) * stride + length)]))
+            }
+            earlierFrameLengths[slot] = length
+            earlierFrameTimestamps[slot] = earlierFrameTimestamps[slot - 1]
+            slot -= 1
         }
-        earlierFrameLengths[1] = earlierFrameLengths[0]
-        earlierFrameTimestamps[1] = earlierFrameTimestamps[0]
         UnsafeMutableRawBufferPointer(rebasing: earlierFrames[0..<opusBytes]).copyMemory(from: primary)
         earlierFrameLengths[0] = opusBytes
         earlierFrameTimestamps[0] = rtpTimestamp

@@ -59,7 +59,8 @@ struct LossAdaptationTests {
     /// and it switches off once the average falls under 5 %.
     @Test func sustainedHeavyLossSwitchesRedundancyOnAndItsEndOff() throws {
         var a = LossAdaptation(
-            baseBitrateBitsPerSecond: 32_000, maximumBitrateBitsPerSecond: 64_000, peerAcceptsFEC: true, allowsRedundancy: true)
+            baseBitrateBitsPerSecond: 32_000, maximumBitrateBitsPerSecond: 64_000, peerAcceptsFEC: true, allowsRedundancy: true,
+            startsWithRedundancy: false)
         // 18 % reported each second (under the fast switch-on's 20 %): FEC at once, redundancy once
         // the average reaches 10 %. The first reports weigh 1/3, 1/4, 1/5…: 6, 9, then 10.8 %.
         var on: Int?
@@ -87,7 +88,8 @@ struct LossAdaptationTests {
     /// for the average; one such report between lighter ones does not.
     @Test func twoHeavyReportsInARowSwitchRedundancyOnAtOnce() {
         var a = LossAdaptation(
-            baseBitrateBitsPerSecond: 32_000, maximumBitrateBitsPerSecond: 64_000, peerAcceptsFEC: true, allowsRedundancy: true)
+            baseBitrateBitsPerSecond: 32_000, maximumBitrateBitsPerSecond: 64_000, peerAcceptsFEC: true, allowsRedundancy: true,
+            startsWithRedundancy: false)
         // A clean start (six reports: the weights are down to 0.15), then 25 % and 4 % by turns
         // (the average climbs towards 14.5 % only slowly): not at once.
         for k in -5...0 { _ = a.reportReceived(fractionLost: 0, now: at(Double(k + 5) / 10)) }
@@ -115,7 +117,8 @@ struct LossAdaptationTests {
     /// every one.)
     @Test func noisyReportsOfModerateLossDoNotSwitchRedundancyOn() {
         var a = LossAdaptation(
-            baseBitrateBitsPerSecond: 32_000, maximumBitrateBitsPerSecond: 64_000, peerAcceptsFEC: true, allowsRedundancy: true)
+            baseBitrateBitsPerSecond: 32_000, maximumBitrateBitsPerSecond: 64_000, peerAcceptsFEC: true, allowsRedundancy: true,
+            startsWithRedundancy: false)
         var state: UInt64 = 0x1234_5678
         var high = 0
         for k in 0..<600 {  // ten minutes of reports
@@ -139,7 +142,8 @@ struct LossAdaptationTests {
         var a = LossAdaptation(
             baseBitrateBitsPerSecond: 32_000, maximumBitrateBitsPerSecond: 64_000, peerAcceptsFEC: true, allowsRedundancy: true,
             alwaysRedundant: true)
-        #expect(a.settings == .init(expectedLossPercent: 0, inBandFEC: false, bitrateBitsPerSecond: 32_000, redundantFrames: 2))
+        // On from the start, at RED's bitrate (the base and a quarter).
+        #expect(a.settings == .init(expectedLossPercent: 0, inBandFEC: false, bitrateBitsPerSecond: 40_000, redundantFrames: 2))
         for k in 1...13 { _ = a.reportReceived(fractionLost: 0.2, now: at(Double(k))) }
         #expect(a.heavyLoss && a.settings == .init(expectedLossPercent: 20, inBandFEC: true, bitrateBitsPerSecond: 40_000, redundantFrames: 2))
         for k in 14...40 { _ = a.reportReceived(fractionLost: 0, now: at(Double(k))) }
@@ -161,7 +165,8 @@ struct LossAdaptationTests {
     @Test func heavyLossFromTheStartIsSeenInThreeReportsButNotFromOne() {
         func reportsUntilOn(_ losses: [Double]) -> Int? {
             var a = LossAdaptation(
-                baseBitrateBitsPerSecond: 32_000, maximumBitrateBitsPerSecond: 64_000, peerAcceptsFEC: true, allowsRedundancy: true)
+                baseBitrateBitsPerSecond: 32_000, maximumBitrateBitsPerSecond: 64_000, peerAcceptsFEC: true, allowsRedundancy: true,
+            startsWithRedundancy: false)
             for (k, loss) in losses.enumerated() {
                 _ = a.reportReceived(fractionLost: loss, now: at(Double(k + 1)))
                 if a.settings.redundancy { return k + 1 }
@@ -173,7 +178,8 @@ struct LossAdaptationTests {
         #expect(reportsUntilOn([0.16, 0.12, 0.04, 0.06, 0.02, 0.08, 0.04, 0.06]) == nil)
         // Two frames back by default; one when asked.
         var one = LossAdaptation(
-            baseBitrateBitsPerSecond: 32_000, maximumBitrateBitsPerSecond: 64_000, peerAcceptsFEC: true, allowsRedundancy: true)
+            baseBitrateBitsPerSecond: 32_000, maximumBitrateBitsPerSecond: 64_000, peerAcceptsFEC: true, allowsRedundancy: true,
+            startsWithRedundancy: false)
         one.redundantFrameCount = 1
         for k in 1...3 { _ = one.reportReceived(fractionLost: 0.25, now: at(Double(k))) }
         #expect(one.settings.redundantFrames == 1)
@@ -212,7 +218,8 @@ struct LossAdaptationTests {
     @Test func burstyLossSeenInLossRunsSwitchesRedundancyOnSooner() {
         func reportsUntilOn(seed: UInt64, withRuns: Bool) -> Int? {
             var a = LossAdaptation(
-                baseBitrateBitsPerSecond: 32_000, maximumBitrateBitsPerSecond: 64_000, peerAcceptsFEC: true, allowsRedundancy: true)
+                baseBitrateBitsPerSecond: 32_000, maximumBitrateBitsPerSecond: 64_000, peerAcceptsFEC: true, allowsRedundancy: true,
+            startsWithRedundancy: false)
             var reports = Reports(state: seed)
             for k in 1...60 {
                 let r = reports.next()
@@ -232,7 +239,8 @@ struct LossAdaptationTests {
         #expect(withRuns[20] <= 5 && withRuns[36] <= 12, "with the runs: \(withRuns)")
         #expect(without[20] >= 2 * withRuns[20], "loss alone: \(without), with the runs: \(withRuns)")
         var a = LossAdaptation(
-            baseBitrateBitsPerSecond: 32_000, maximumBitrateBitsPerSecond: 64_000, peerAcceptsFEC: true, allowsRedundancy: true)
+            baseBitrateBitsPerSecond: 32_000, maximumBitrateBitsPerSecond: 64_000, peerAcceptsFEC: true, allowsRedundancy: true,
+            startsWithRedundancy: false)
         _ = a.reportReceived(fractionLost: 0.1, lossRuns: (lost: 5, runs: 1), now: at(1))
         #expect(a.meanLossRunPackets == (3 * 0.9 + 5) / (3 * 0.9 + 1))
     }
@@ -245,7 +253,8 @@ struct LossAdaptationTests {
     @Test func independentLossWithItsRunsSwitchesRedundancyOnNoSooner() {
         func reportsUntilOn(percent: Double, seed: UInt64, withRuns: Bool) -> (Int?, Double?) {
             var a = LossAdaptation(
-                baseBitrateBitsPerSecond: 32_000, maximumBitrateBitsPerSecond: 64_000, peerAcceptsFEC: true, allowsRedundancy: true)
+                baseBitrateBitsPerSecond: 32_000, maximumBitrateBitsPerSecond: 64_000, peerAcceptsFEC: true, allowsRedundancy: true,
+            startsWithRedundancy: false)
             var reports = Reports(state: seed)
             for k in 1...600 {
                 let r = reports.next(independentPercent: percent)
@@ -267,13 +276,121 @@ struct LossAdaptationTests {
         #expect(onByLoss < 12)  // most of these calls never switch on at all
         // 8 % in single losses: off; the same loss in pairs: on once the mean run passes 1.5.
         var singles = LossAdaptation(
-            baseBitrateBitsPerSecond: 32_000, maximumBitrateBitsPerSecond: 64_000, peerAcceptsFEC: true, allowsRedundancy: true)
+            baseBitrateBitsPerSecond: 32_000, maximumBitrateBitsPerSecond: 64_000, peerAcceptsFEC: true, allowsRedundancy: true,
+            startsWithRedundancy: false)
         var pairs = singles
         for k in 1...20 {
             _ = singles.reportReceived(fractionLost: 0.08, lossRuns: (lost: 4, runs: 4), now: at(Double(k)))
             _ = pairs.reportReceived(fractionLost: 0.08, lossRuns: (lost: 4, runs: 2), now: at(Double(k)))
         }
         #expect(!singles.settings.redundancy && pairs.settings.redundancy)
+    }
+
+    /// With RED allowed, a call starts with it (as if the path lost `redundancyOnPercent`): a
+    /// clean path switches it off at the third report (the sustained loss from 10 %: 6.7, 5.0,
+    /// then 4.0 %), not at the first; a lossy path keeps it from the first packet on.
+    @Test func redundancyIsOnFromTheFirstPacketUntilTheReportsSayThePathIsClean() {
+        var a = LossAdaptation(
+            baseBitrateBitsPerSecond: 32_000, maximumBitrateBitsPerSecond: 64_000, peerAcceptsFEC: true, allowsRedundancy: true)
+        #expect(a.heavyLoss && a.settings == .init(expectedLossPercent: 0, inBandFEC: false, bitrateBitsPerSecond: 40_000, redundantFrames: 2))
+        #expect(a.reportReceived(fractionLost: 0, now: at(1)) == nil)
+        #expect(a.reportReceived(fractionLost: 0, now: at(2)) == nil)
+        let off = a.reportReceived(fractionLost: 0, now: at(3))
+        #expect(off == .init(expectedLossPercent: 0, inBandFEC: false, bitrateBitsPerSecond: 32_000, redundantFrames: 0))
+        #expect(!a.heavyLoss)
+        // Off now: back only by the rules (here: two 20 % reports in a row).
+        _ = a.reportReceived(fractionLost: 0.08, now: at(4))
+        #expect(!a.settings.redundancy)
+        // Without RED negotiated, or asked not to start with it: off from the start.
+        let notAllowed = LossAdaptation(baseBitrateBitsPerSecond: 32_000, maximumBitrateBitsPerSecond: 64_000, peerAcceptsFEC: true)
+        let notAtStart = LossAdaptation(
+            baseBitrateBitsPerSecond: 32_000, maximumBitrateBitsPerSecond: 64_000, peerAcceptsFEC: true, allowsRedundancy: true,
+            startsWithRedundancy: false)
+        #expect(!notAllowed.settings.redundancy && !notAtStart.settings.redundancy)
+    }
+
+    /// What starting with RED costs and gives, over seeded ten-minute calls (50-packet reports
+    /// a second): independent 10 % and Gilbert–Elliott bursts (about 9 %) keep it from the first
+    /// packet; independent 5 % loses it within the first minute in most calls (the sustained
+    /// loss drifts under 5 %) and, off, it stays off (10 % or a bursty path bring it back), so
+    /// over a call it is on a small share of the time.
+    @Test func startingWithRedundancyCostsLittleWhereTheLossIsModerate() {
+        func call(seed: UInt64, percent: Double?) -> (onShare: Double, firstOff: Int?, onInFirstTen: Int) {
+            var a = LossAdaptation(
+                baseBitrateBitsPerSecond: 32_000, maximumBitrateBitsPerSecond: 64_000, peerAcceptsFEC: true, allowsRedundancy: true)
+            var reports = Reports(state: seed)
+            var on = 0, firstTen = 0
+            var firstOff: Int?
+            for k in 1...600 {
+                let r = reports.next(independentPercent: percent)
+                _ = a.reportReceived(fractionLost: Double(r.lost) / 50, lossRuns: r, now: at(Double(k)))
+                if a.settings.redundancy {
+                    on += 1
+                    if k <= 10 { firstTen += 1 }
+                } else if firstOff == nil {
+                    firstOff = k
+                }
+            }
+            return (Double(on) / 600, firstOff, firstTen)
+        }
+        var moderate: [(onShare: Double, firstOff: Int?, onInFirstTen: Int)] = []
+        for seed in 1...12 as ClosedRange<UInt64> {
+            let heavy = call(seed: seed, percent: 10)
+            let bursty = call(seed: seed, percent: nil)
+            #expect(heavy.onInFirstTen == 10 && heavy.onShare > 0.9, "10 %, seed \(seed): \(heavy)")
+            #expect(bursty.onInFirstTen >= 9 && bursty.onShare > 0.8, "bursts, seed \(seed): \(bursty)")
+            moderate.append(call(seed: seed, percent: 5))
+        }
+        let offWithinAMinute = moderate.filter { ($0.firstOff ?? 601) <= 60 }.count
+        let meanShare = moderate.map(\.onShare).reduce(0, +) / Double(moderate.count)
+        #expect(offWithinAMinute >= 9 && meanShare < 0.1, "5 %: \(moderate)")
+    }
+
+    /// Runs of losses whose mean reaches two packets get RED three frames back (a run of four
+    /// rebuilt whole, with FEC in the oldest copy); under 1.75 it goes back to two. Independent
+    /// loss keeps two.
+    @Test func longLossRunsGetRedundancyThreeFramesBack() {
+        var a = LossAdaptation(
+            baseBitrateBitsPerSecond: 32_000, maximumBitrateBitsPerSecond: 64_000, peerAcceptsFEC: true, allowsRedundancy: true)
+        var k = 0.0
+        func report(_ lost: Int, runs: Int) {
+            k += 1
+            _ = a.reportReceived(fractionLost: Double(lost) / 50, lossRuns: (lost, runs), now: at(k))
+        }
+        report(6, runs: 2)  // mean (2.7 + 6) / (2.7 + 2) = 1.85: still two
+        #expect(a.settings.redundantFrames == 2 && !a.deepBursts)
+        report(6, runs: 2)  // (7.83 + 6) / (4.23 + 2) = 2.22
+        #expect(a.settings.redundantFrames == 3 && a.deepBursts)
+        var mean = a.meanLossRunPackets ?? 0
+        while mean >= 1.75 {
+            #expect(a.settings.redundantFrames == 3, "mean run \(mean)")
+            report(6, runs: 6)
+            mean = a.meanLossRunPackets ?? 0
+        }
+        #expect(a.settings.redundantFrames == 2 && !a.deepBursts, "mean run \(mean)")
+        var independent = LossAdaptation(
+            baseBitrateBitsPerSecond: 32_000, maximumBitrateBitsPerSecond: 64_000, peerAcceptsFEC: true, allowsRedundancy: true)
+        var reports = Reports(state: 7)
+        for n in 1...120 {
+            let r = reports.next(independentPercent: 12)
+            _ = independent.reportReceived(fractionLost: Double(r.lost) / 50, lossRuns: r, now: at(Double(n)))
+            #expect(independent.settings.redundantFrames <= 2)
+        }
+    }
+
+    /// Loss in runs keeps RED down to 3 % (FEC rebuilds one frame a run: at 4 % in runs of two
+    /// a listener would hear 2 %); the same loss alone switches it off under 5 %.
+    @Test func burstyLossKeepsRedundancyDownToThreePercent() {
+        var bursty = LossAdaptation(
+            baseBitrateBitsPerSecond: 32_000, maximumBitrateBitsPerSecond: 64_000, peerAcceptsFEC: true, allowsRedundancy: true)
+        var singles = bursty
+        for k in 1...60 {
+            _ = bursty.reportReceived(fractionLost: 0.04, lossRuns: (lost: 2, runs: 1), now: at(Double(k)))
+            _ = singles.reportReceived(fractionLost: 0.04, lossRuns: (lost: 2, runs: 2), now: at(Double(k)))
+        }
+        #expect(bursty.settings.redundancy && !singles.settings.redundancy)
+        for k in 61...120 { _ = bursty.reportReceived(fractionLost: 0.02, lossRuns: (lost: 1, runs: 1), now: at(Double(k))) }
+        #expect(!bursty.settings.redundancy)  // 2 %, and the runs shorter: off
     }
 
     @Test func copiesAreNotSentWhenNotAllowed() throws {

@@ -80,9 +80,14 @@ struct MediaLoopAllocationTests {
                 outbound: try SRTPContext(direction: .outbound, key: send), inbound: try SRTPContext(direction: .inbound, key: receive),
                 transport: transport, receiveRing: ring, captureRing: capture, playbackRing: playback, worker: worker,
                 payloadType: 111, cname: "alloc-test", jitterBufferTargetMilliseconds: 40, rtcpIntervalSeconds: 0.5,
-                lossAdaptation: LossAdaptation(
-                    baseBitrateBitsPerSecond: 32_000, maximumBitrateBitsPerSecond: 64_000, peerAcceptsFEC: true,
-                    initialExpectedLossPercent: 10, allowsRedundancy: red, alwaysRedundant: red),
+                lossAdaptation: {
+                    // RED at its deepest (three frames back, as on long loss runs).
+                    var adaptation = LossAdaptation(
+                        baseBitrateBitsPerSecond: 32_000, maximumBitrateBitsPerSecond: 64_000, peerAcceptsFEC: true,
+                        initialExpectedLossPercent: 10, allowsRedundancy: red, alwaysRedundant: red)
+                    adaptation.redundantFrameCount = 3
+                    return adaptation
+                }(),
                 telephoneEvent: telephoneEvent, receivableTelephoneEvents: telephoneEvent.map { [$0] } ?? [],
                 redundantAudio: red ? RedundantAudioFormat(payloadType: 63, blockPayloadType: 111) : nil,
                 sendsLossRunLength: true, voiceProcessor: voice ? VoiceProcessor(settings: VoiceProcessingSettings()) : nil,
@@ -240,9 +245,9 @@ struct MediaLoopAllocationTests {
         #expect(received >= 299 - lost)
         if red {
             // Each datagram dropped (30) lost a frame that the next packets carried again: each
-            // packet carries the two frames before it.
+            // packet carries the three frames before it.
             #expect(lost == 30)
-            #expect(loopA.counters.read().redundantFramesSent - rtcpBefore.a.redundantFramesSent >= 2 * 300 - 10)
+            #expect(loopA.counters.read().redundantFramesSent - rtcpBefore.a.redundantFramesSent >= 3 * 300 - 15)
             #expect(after.redundantAudioPacketsReceived - before.redundantAudioPacketsReceived == received)
             #expect(after.framesRecoveredByRedundancy - before.framesRecoveredByRedundancy >= lost - 1)
             #expect(decoded >= 295)

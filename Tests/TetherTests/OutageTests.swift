@@ -211,6 +211,9 @@ struct OutageTests {
         })
         try await call.start()
         #expect(await call.when("A", enters: "established", timeoutSeconds: 5) != nil)
+        // RED is on from the first packet; the clean path switches it off at A's third report
+        // from B (about 2.5 s; 20 s of margin). Then the loss has to switch it on again.
+        #expect(await waitUntil(timeoutSeconds: 20) { !call.a.statistics().sendsRedundantAudio })
         call.relay.updateImpairments { $0.lossPercent = 25 }
         // The reports' average reaches 10 % after about three reports at 25 %; 30 s of margin.
         #expect(await waitUntil(timeoutSeconds: 30) { call.a.statistics().sendsRedundantAudio })
@@ -248,7 +251,8 @@ struct OutageTests {
 
     /// Bursty loss (Gilbert–Elliott: runs of three on average, about 9 % lost — under RED's 10 %
     /// switch-on for independent loss): B tells A which of A's packets it lost (RTCP XR Loss RLE,
-    /// which A's offer asked for), A sees the runs and switches RED on from 5 %. What is checked
+    /// which A's offer asked for), A sees the runs and switches RED on from 5 %, three frames
+    /// back (the mean run is over two). What is checked
     /// here is the path of the runs (B's blocks reach A's adaptation, the mean run is the
     /// model's); the rule itself is `LossAdaptationTests`' (manual clock, seeded reports).
     @Test func burstyLossReachesTheSenderAsLossRunsAndSwitchesRedundancyOn() async throws {
@@ -256,6 +260,8 @@ struct OutageTests {
         try await call.start()
         #expect(await call.when("A", enters: "established", timeoutSeconds: 5) != nil)
         #expect(call.a.statistics().remoteMeanLossRunPackets == nil)  // nothing lost yet
+        // RED from the first packet, off once the clean path has shown itself (third report).
+        #expect(await waitUntil(timeoutSeconds: 20) { !call.a.statistics().sendsRedundantAudio })
         call.relay.updateImpairments { $0.burstLoss = BurstLoss(goodToBadProbability: 0.033, badToGoodProbability: 0.33) }
         // About 9 % in runs of three: the sustained loss passes 5 % within a few reports (each a
         // second); 45 s of margin.
@@ -267,6 +273,15 @@ struct OutageTests {
         // Mean run of the model: 1 / 0.33 ≈ 3 packets (RED packets are packets: the runs are the path's).
         #expect(run > 2 && run < 4.5, "mean run \(run)")
         print("bursty loss: A told a mean loss run of \(run) packets, RED \(a.redundantFramesPerPacket) frames back")
+        // Runs of two or more on average: three frames back, in the packets themselves (over the
+        // next 150 packets, three copies in each but after a gap of A's own).
+        #expect(a.redundantFramesPerPacket == 3)
+        let start = call.a.statistics()
+        #expect(await waitUntil(timeoutSeconds: 30) { call.a.statistics().packetsSent - start.packetsSent >= 150 })
+        let end = call.a.statistics()
+        let carried = end.redundantFramesSent - start.redundantFramesSent
+        let sent = end.packetsSent - start.packetsSent
+        #expect(carried * 10 >= sent * 27, "\(carried) frames carried again in \(sent) packets")
         // B measured the same stream: its own count of A's packets lost against what A was told.
         let b = call.b.statistics()
         #expect(b.packetsLost > 0 && a.remotePacketsLost > 0)
