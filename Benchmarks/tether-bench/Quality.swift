@@ -21,7 +21,7 @@ struct QualityBench: AsyncParsableCommand {
             concealment (Tether's default), concealment only (no FEC sent or used), and no \
             recovery (a lost frame plays as silence). "Tether (all)" is the default: FEC, \
             concealment and RED (each packet carries the two frames before it, three on long loss runs) from the \
-            first packet until the reports show under 5 % loss, then from a sustained 10 % (5 % in runs). \
+            first packet until the first reports show the path is not lossy, then from a sustained 10 % (5 % in runs). \
             Recordings are scored against the source \
             with P.862.2 wideband PESQ (PyPI `pesq`, Benchmarks/quality/pesq_score.py). \
             The baresip column is Debian's baresip calling itself through the same relay with the \

@@ -49,9 +49,9 @@ public struct CallConfiguration: Sendable {
     public enum Redundancy: String, Sendable, CaseIterable {
         /// Never (RED the peer sends is still received).
         case off
-        /// From the first packet until the peer's reports show the path under 5 % (a clean path:
-        /// about 2.5 s), then under heavy loss reported by the peer (a sustained 10 % or more, or
-        /// 5 % in runs, until under 5 %; see `LossAdaptation`): about three times the payload
+        /// From the first packet until the peer's first reports show the path is not lossy (a
+        /// clean path: about 2.5 s), then under heavy loss reported by the peer (a sustained 10 %
+        /// or more, or 5 % in runs, until under 5 %, or 3 % in runs; see `LossAdaptation`): about three times the payload
         /// (120 kb/s at the default 32; four times with three frames back on long loss runs),
         /// most of the loss gone.
         case underHeavyLoss = "heavy-loss"

@@ -39,15 +39,18 @@ import Glibc
 ///   a fifth, 3; simulated with them, 1 000 such calls: one switched on, at its 130th report,
 ///   the same one as without them — the start weights added none). RED
 ///   packets are packets of their own, so the reports go on counting the path's loss.
-/// - RED is on from the call's first packet (`startsWithRedundancy`): the sustained loss starts
-///   at the on threshold, as if the path were known to lose 10 %, and the rule above switches it
-///   off once the reports bring it under 5 % — on a clean path at the third report (about
-///   2.5 s). The first seconds of a lossy call are then protected instead of waiting the three
-///   or more reports (bursts: often many more) it takes to switch on. Simulated (Python, 50-packet
-///   reports, ten-minute calls): clean — on 0.3 % of the call; independent 5 % — 3.7 % (off at
-///   report 19, median; 90 %: 42), was 0; 7 % — 75 % (was 51 %: the hysteresis keeps what it
-///   has between 5 and 10 %); 10 % and bursts of mean 3 at 9 % — RED in 100 % and 98 % of the
-///   first ten reports, was 13 % and 72 %.
+/// - RED is on from the call's first packet (`startsWithRedundancy`), before the reports can
+///   tell how lossy the path is. From the third report (one or two noisy reports decide
+///   nothing) the mean of the reports so far decides: at or over the switch-on threshold RED
+///   stays, as the rule's own (the sustained loss lifted to that mean); under the switch-off
+///   threshold it goes off (a clean path: at the third report, about 2.5 s); between them the
+///   start ends at report `startReports` (10) with RED off unless the rule has switched it on
+///   by then. The first seconds of a lossy call are protected instead of waiting the reports
+///   RED needs to switch on, and a moderate path does not keep RED just because it started
+///   with it. Simulated (Python, 50-packet reports, ten-minute calls; without the start in
+///   brackets): clean — RED on 0.3 % of the call (0); independent 5 % — 0.9 % (0), off by
+///   report 4 (median; 90 %: 10); 7 % — 56 % (51 %); 10 % — on in 98 % of the first ten reports
+///   (13 %); bursts of mean 3 at 9 % — 95 % (72 %).
 /// - Bursty loss switches RED on sooner, when the peer says which packets it lost (RTCP XR Loss
 ///   RLE, RFC 3611, as a Tether peer sends when asked): FEC rebuilds only the last frame of each
 ///   run of losses, so what the listener hears is the loss minus the runs — for independent loss
@@ -106,7 +109,7 @@ public struct LossAdaptation: Sendable, Equatable {
     /// when its packet and the next two are (with FEC in the oldest copy, the next three). The
     /// settings follow a change at once.
     public var redundantFrameCount = 2 {
-        didSet { settings = target(expectedLossPercent: settings.expectedLossPercent, heavy: heavyLoss, deep: deepBursts) }
+        didSet { settings = target(expectedLossPercent: settings.expectedLossPercent, heavy: heavyLoss || protectingStart, deep: deepBursts) }
     }
     /// Whether redundancy is on whatever the loss (when allowed at all).
     public var alwaysRedundant: Bool
@@ -132,12 +135,16 @@ public struct LossAdaptation: Sendable, Equatable {
     public var deepBurstMeanRunPackets = 2.0
     public var deepBurstOffMeanRunPackets = 1.75
     public var deepRedundantFrameCount = 3
-    /// Whether RED is on from the first packet (when allowed): the sustained loss starts at
-    /// `redundancyOnPercent`, as if the path were known to lose that much, and RED switches off
-    /// once the reports bring it under `redundancyOffPercent` (a clean path: at the third report,
-    /// about 2.5 s into the call). A call's first seconds are then protected on a lossy path
-    /// instead of waiting the reports RED needs to switch on.
+    /// Whether RED is on from the first packet (when allowed), before the reports can tell how
+    /// lossy the path is: from the third report the mean of the reports so far decides — at or
+    /// over the switch-on threshold (10 %, 5 % bursty) RED stays on as the rule's own, under the
+    /// switch-off threshold (5 %, 3 % bursty) it goes off, and between them the start ends at
+    /// report `startReports` with RED off unless the rule itself has switched it on. A call's
+    /// first seconds are then protected on a lossy path instead of waiting the reports RED
+    /// needs to switch on; a clean path has RED for its first two reports (about 2.5 s).
     public let startsWithRedundancy: Bool
+    /// The report by which the start's RED ends unless the loss has confirmed it.
+    public var startReports = 10
 
     /// The current loss estimate, 0…1 (FEC's: rises at once, decays slowly).
     public private(set) var lossEstimate = 0.0
@@ -145,6 +152,11 @@ public struct LossAdaptation: Sendable, Equatable {
     public private(set) var sustainedLoss = 0.0
     /// Whether the sustained loss counts as heavy (between the on and off thresholds: as it was).
     public private(set) var heavyLoss = false
+    /// Whether RED is on because the call has just started (`startsWithRedundancy`), not yet
+    /// confirmed or released by the reports.
+    public private(set) var protectingStart = false
+    /// The start's reports' fractions lost, summed (their mean decides the start).
+    private var startLossTotal = 0.0
     /// Whether the peer's loss runs are long enough for the deeper RED (between the two mean
     /// runs: as it was).
     public private(set) var deepBursts = false
@@ -180,11 +192,8 @@ public struct LossAdaptation: Sendable, Equatable {
         self.peerAcceptsFEC = peerAcceptsFEC
         lossEstimate = Double(max(0, initialExpectedLossPercent)) / 100
         settings = Settings(expectedLossPercent: 0, inBandFEC: false, bitrateBitsPerSecond: baseBitrateBitsPerSecond)
-        if allowsRedundancy && startsWithRedundancy {
-            heavyLoss = true
-            sustainedLoss = Double(redundancyOnPercent) / 100
-        }
-        settings = target(expectedLossPercent: min(maximumExpectedLossPercent, max(0, initialExpectedLossPercent)), heavy: heavyLoss)
+        protectingStart = allowsRedundancy && startsWithRedundancy
+        settings = target(expectedLossPercent: min(maximumExpectedLossPercent, max(0, initialExpectedLossPercent)), heavy: protectingStart)
     }
 
     /// Takes a report's fraction lost (0…1, RTCP's 8-bit value / 256) and, when the peer sent a
@@ -222,11 +231,28 @@ public struct LossAdaptation: Sendable, Equatable {
         let sustained = Int((sustainedLoss * 100).rounded())
         let meanRun = meanLossRunPackets ?? 1
         let bursty = meanRun >= burstyMeanRunPackets
-        let threshold = heavyLoss
-            ? (bursty ? burstyRedundancyOffPercent : redundancyOffPercent) : (bursty ? redundancyOffPercent : redundancyOnPercent)
-        let heavy = allowsRedundancy && sustained >= threshold
+        let onThreshold = bursty ? redundancyOffPercent : redundancyOnPercent
+        let offThreshold = bursty ? burstyRedundancyOffPercent : redundancyOffPercent
+        var heavy = allowsRedundancy && sustained >= (heavyLoss ? offThreshold : onThreshold)
+        if protectingStart {
+            // The start's RED: the rule's own once it switches on; from the third report (one or
+            // two noisy reports decide nothing) the reports' mean confirms it (the sustained loss
+            // lifted to that mean, so the rule keeps it) or releases it.
+            startLossTotal += reported
+            let mean = startLossTotal / Double(reports)
+            let meanPercent = Int((mean * 100).rounded())
+            if heavy {
+                protectingStart = false
+            } else if reports >= 3 && meanPercent >= onThreshold {
+                heavy = true
+                sustainedLoss = max(sustainedLoss, mean)
+                protectingStart = false
+            } else if reports >= 3 && (meanPercent < offThreshold || reports >= startReports) {
+                protectingStart = false
+            }
+        }
         let deep = meanRun >= (deepBursts ? deepBurstOffMeanRunPackets : deepBurstMeanRunPackets)
-        let next = target(expectedLossPercent: wanted, heavy: heavy, deep: deep)
+        let next = target(expectedLossPercent: wanted, heavy: heavy || protectingStart, deep: deep)
         let changes = (wanted == 0) != (current == 0) || abs(wanted - current) >= hysteresisPercent || heavy != heavyLoss
             || next.redundantFrames != settings.redundantFrames
         deepBursts = deep
