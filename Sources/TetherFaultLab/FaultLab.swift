@@ -233,11 +233,16 @@ private final class Row: @unchecked Sendable {
             let cut = monotonicSeconds()
             let cuts = try blackHole(true)
             await pause(seconds)
-            let back = monotonicSeconds()
-            try blackHole(false)
+            // The path is back when the last side's rule is gone, stamped as `nft` returns (as
+            // the cut is): under load one `nft` run took over a second, and a stamp taken before
+            // both once read B "restored 2.24 s" after a return B had not yet seen.
+            let lifting = monotonicSeconds()
+            let backs = try blackHole(false)
+            let back = backs.values.max() ?? lifting
+            r.measurements["path back after lifting"] = back - lifting
             await settle(after: back)
             await hangUp()
-            judgeOutage(&r, cut: cut, back: back, seconds: seconds, restoreLimit: 1.0)
+            judgeOutage(&r, cut: cut, back: back, seconds: back - (cuts.values.min() ?? cut), restoreLimit: 1.0)
             if seconds >= 1.5 {
                 for (name, side) in [("A", a!), ("B", b!)] {
                     let sideCut = cuts[name] ?? cut
@@ -497,8 +502,7 @@ private final class Row: @unchecked Sendable {
             let cut = monotonicSeconds()
             try blackHole(true)
             await pause(3)
-            let back = monotonicSeconds()
-            try blackHole(false)
+            let back = try blackHole(false).values.max() ?? monotonicSeconds()  // when the last rule is gone
             await settle(after: back)
             // A renews its path on fresh candidates (`renew`: a new stream, a new allocation);
             // once the new stream carries media the old allocation must be released, not left to
