@@ -198,6 +198,9 @@ struct HoldAndDTMFTests {
         await c.a.renewMedia()  // re-gathers, then offers a restart
         try await c.a.hold()
         #expect(await waitUntil(timeoutSeconds: 10) { c.a.holdState == HoldState(local: true) && c.b.holdState == HoldState(remote: true) })
+        // The statistics' recovery figures are published with the next snapshot (under load it
+        // still read 0 when both hold states were in).
+        #expect(await waitUntil(timeoutSeconds: 5) { c.a.statistics().recovery.restartsOffered >= 1 })
         #expect(c.a.statistics().recovery.restartsOffered == 1)
         let sent = try #require(await steadyValue { c.a.statistics().packetsSent })
         try await Task.sleep(for: .seconds(1))  // nothing more is sent while held
