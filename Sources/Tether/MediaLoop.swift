@@ -125,15 +125,16 @@ final class MediaLoop: @unchecked Sendable {
     private let pcm: UnsafeMutableBufferPointer<Int16>
     private let silence: UnsafeMutableBufferPointer<Int16>
     private let packet: UnsafeMutableRawBufferPointer
-    /// While RED is sent: this frame's Opus packet (the RED payload is built from it), and the
-    /// frames before it (slot 0 the previous one, slot 1 the one before, …, up to
-    /// `maximumRedundantFrames`), with their RTP timestamps, carried again in the next packets.
-    private let encodedFrame: UnsafeMutableRawBufferPointer
-    private let earlierFrames: UnsafeMutableRawBufferPointer
-    private var earlierFrameLengths = InlineArray<3, Int>(repeating: 0)
-    private var earlierFrameTimestamps = InlineArray<3, UInt32>(repeating: 0)
-    /// The deepest RED this loop sends: three frames back.
-    static let maximumRedundantFrames = 3
+    /// While RED is sent: the last frames' Opus packets with their lengths and RTP timestamps, a
+    /// ring of `historySlots`. Each frame is encoded straight into the slot after the newest
+    /// (whose frame is too old to carry by then) and the RED payload is written from the slots
+    /// before it: nothing is copied to remember a frame.
+    private let history: UnsafeMutableRawBufferPointer
+    private var historyLengths = InlineArray<4, Int>(repeating: 0)
+    private var historyTimestamps = InlineArray<4, UInt32>(repeating: 0)
+    private var newestHistorySlot = 0
+    /// The frame being sent and the deepest RED `LossAdaptation` asks for.
+    static let historySlots = 4
     private let redundantBlock: UnsafeMutableBufferPointer<RedundantAudioPayload.Source>
     /// The RED format while packets also carry earlier frames (the negotiated one, while the loss
     /// adaptation asks for redundancy), else nil; how many earlier frames (1 to 3).
@@ -213,9 +214,9 @@ final class MediaLoop: @unchecked Sendable {
         silence = .allocate(capacity: frameSamples)
         silence.initialize(repeating: 0)
         packet = .allocate(byteCount: 1500 + SRTPContext.maximumRTPTrailerBytes, alignment: 16)
-        encodedFrame = .allocate(byteCount: MediaLoop.maximumOpusPacketBytes, alignment: 16)
-        earlierFrames = .allocate(byteCount: MediaLoop.maximumRedundantFrames * MediaLoop.maximumOpusPacketBytes, alignment: 16)
-        redundantBlock = .allocate(capacity: MediaLoop.maximumRedundantFrames)
+        precondition(LossAdaptation.maximumRedundantFrames < MediaLoop.historySlots, "the RED history holds the frame and the ones it carries")
+        history = .allocate(byteCount: MediaLoop.historySlots * MediaLoop.maximumOpusPacketBytes, alignment: 16)
+        redundantBlock = .allocate(capacity: LossAdaptation.maximumRedundantFrames)
         redundancyInUse = setup.lossAdaptation.settings.redundancy ? setup.redundantAudio : nil
         redundantFramesInUse = setup.lossAdaptation.settings.redundantFrames
         stats.encoderRedundantFrames = redundancyInUse != nil ? redundantFramesInUse : 0
@@ -244,8 +245,7 @@ final class MediaLoop: @unchecked Sendable {
         pcm.deallocate()
         silence.deallocate()
         packet.deallocate()
-        encodedFrame.deallocate()
-        earlierFrames.deallocate()
+        history.deallocate()
         redundantBlock.deallocate()
         rtcpBuffer.deallocate()
         reportBlock.deallocate()
@@ -832,11 +832,17 @@ final class MediaLoop: @unchecked Sendable {
             lastFrameWasDTX = true
             return
         }
-        // With RED the frame is encoded aside and the payload built around it; otherwise straight
-        // into the packet.
+        // With RED the frame is encoded into the history and the payload built around it;
+        // otherwise straight into the packet.
         let red = redundancyInUse
-        let encodeInto = red == nil
-            ? UnsafeMutableRawBufferPointer(rebasing: packet[header..<(header + Self.maximumOpusPacketBytes)]) : encodedFrame
+        let frameSlot = (newestHistorySlot + 1) % Self.historySlots
+        let encodeInto: UnsafeMutableRawBufferPointer
+        if red == nil {
+            encodeInto = UnsafeMutableRawBufferPointer(rebasing: packet[header..<(header + Self.maximumOpusPacketBytes)])
+        } else {
+            historyLengths[frameSlot] = 0  // its old frame is being overwritten
+            encodeInto = historySlot(frameSlot, length: Self.maximumOpusPacketBytes)
+        }
         let opusBytes: Int
         do throws(OpusCodecError) {
             opusBytes = try setup.encoder.encode(UnsafePointer(pcm.baseAddress!), into: encodeInto)
@@ -853,7 +859,7 @@ final class MediaLoop: @unchecked Sendable {
         var payloadType = setup.payloadType
         var payloadBytes = opusBytes
         if let red {
-            payloadBytes = redundantPayload(red, opusBytes: opusBytes, into: UnsafeMutableRawBufferPointer(rebasing: packet[header..<1500]))
+            payloadBytes = redundantPayload(red, frameSlot: frameSlot, opusBytes: opusBytes, into: UnsafeMutableRawBufferPointer(rebasing: packet[header..<1500]))
             payloadType = red.payloadType
         }
         let h = RTPHeader(
@@ -872,23 +878,22 @@ final class MediaLoop: @unchecked Sendable {
         rtpTimestamp &+= UInt32(frameSamples)
     }
 
-    /// Writes the RED payload for the frame in `encodedFrame` into `out`: the earlier frames as
+    /// Writes the RED payload for the frame in history slot `frameSlot` into `out`: the earlier frames as
     /// redundant blocks, oldest first (up to `redundantFramesInUse`; each only when it was the
     /// frame that many periods before this one: not across a DTX pause, an event or a gap), then
     /// this one; remembers this frame for the next packets. Returns the payload's length (fewer
     /// blocks, down to this frame alone, when they cannot be described or do not fit).
-    private func redundantPayload(_ red: RedundantAudioFormat, opusBytes: Int, into out: UnsafeMutableRawBufferPointer) -> Int {
-        let primary = UnsafeRawBufferPointer(rebasing: encodedFrame[0..<opusBytes])
-        let stride = Self.maximumOpusPacketBytes
+    private func redundantPayload(_ red: RedundantAudioFormat, frameSlot: Int, opusBytes: Int, into out: UnsafeMutableRawBufferPointer) -> Int {
+        let primary = UnsafeRawBufferPointer(historySlot(frameSlot, length: opusBytes))
         var blocks = 0
-        var back = min(Self.maximumRedundantFrames, redundantFramesInUse)
+        var back = min(LossAdaptation.maximumRedundantFrames, redundantFramesInUse)
         while back >= 1 {
-            let slot = back - 1
-            let length = earlierFrameLengths[slot]
-            if length > 0, rtpTimestamp &- earlierFrameTimestamps[slot] == UInt32(back * frameSamples) {
+            let earlier = (frameSlot + Self.historySlots - back) % Self.historySlots
+            let length = historyLengths[earlier]
+            if length > 0, rtpTimestamp &- historyTimestamps[earlier] == UInt32(back * frameSamples) {
                 redundantBlock[blocks] = RedundantAudioPayload.Source(
                     payloadType: red.blockPayloadType, timestampOffset: UInt32(back * frameSamples),
-                    bytes: UnsafeRawBufferPointer(rebasing: earlierFrames[(slot * stride)..<(slot * stride + length)]))
+                    bytes: UnsafeRawBufferPointer(historySlot(earlier, length: length)))
                 blocks += 1
             }
             back -= 1
@@ -907,23 +912,16 @@ final class MediaLoop: @unchecked Sendable {
             first += 1
         }
         if written != nil { stats.redundantFramesSent += blocks - first }
-        // Each slot takes the one before it, slot 0 this frame (a copy of at most a few hundred
-        // bytes each; a depth that grows later finds the frames already there).
-        var slot = Self.maximumRedundantFrames - 1
-        while slot >= 1 {
-            let length = earlierFrameLengths[slot - 1]
-            if length > 0 {
-                UnsafeMutableRawBufferPointer(rebasing: earlierFrames[(slot * stride)..<(slot * stride + length)])
-                    .copyMemory(from: UnsafeRawBufferPointer(rebasing: earlierFrames[((slot - 1) * stride)..<((slot - 1) * stride + length)]))
-            }
-            earlierFrameLengths[slot] = length
-            earlierFrameTimestamps[slot] = earlierFrameTimestamps[slot - 1]
-            slot -= 1
-        }
-        UnsafeMutableRawBufferPointer(rebasing: earlierFrames[0..<opusBytes]).copyMemory(from: primary)
-        earlierFrameLengths[0] = opusBytes
-        earlierFrameTimestamps[0] = rtpTimestamp
+        historyLengths[frameSlot] = opusBytes
+        historyTimestamps[frameSlot] = rtpTimestamp
+        newestHistorySlot = frameSlot
         return written ?? 0
+    }
+
+    /// The first `length` bytes of RED history slot `index`.
+    private func historySlot(_ index: Int, length: Int) -> UnsafeMutableRawBufferPointer {
+        let start = index * Self.maximumOpusPacketBytes
+        return UnsafeMutableRawBufferPointer(rebasing: history[start..<(start + length)])
     }
 
     /// Hands the protected RTP packet in `packet` to the transport and moves the sender state on

@@ -91,6 +91,9 @@ public struct LossAdaptation: Sendable, Equatable {
         }
     }
 
+    /// The deepest RED asked for: three frames back.
+    public static let maximumRedundantFrames = 3
+
     public var baseBitrateBitsPerSecond: Int
     public var maximumBitrateBitsPerSecond: Int
     /// Whether the peer accepts in-band FEC (`useinbandfec=1`).
@@ -265,7 +268,8 @@ public struct LossAdaptation: Sendable, Equatable {
 
     private func target(expectedLossPercent: Int, heavy: Bool, deep: Bool = false) -> Settings {
         let redundancy = heavy || (allowsRedundancy && alwaysRedundant)
-        let frames = redundancy ? min(3, max(1, deep ? max(redundantFrameCount, deepRedundantFrameCount) : redundantFrameCount)) : 0
+        let wanted = deep ? max(redundantFrameCount, deepRedundantFrameCount) : redundantFrameCount
+        let frames = redundancy ? min(Self.maximumRedundantFrames, max(1, wanted)) : 0
         let increase = heavy
             ? redundantBitrateIncrease
             : min(maximumBitrateIncrease, bitrateIncreasePerLoss * Double(expectedLossPercent) / 100)
