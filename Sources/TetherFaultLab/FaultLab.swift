@@ -233,13 +233,7 @@ private final class Row: @unchecked Sendable {
             let cut = monotonicSeconds()
             let cuts = try blackHole(true)
             await pause(seconds)
-            // The path is back when the last side's rule is gone, stamped as `nft` returns (as
-            // the cut is): under load one `nft` run took over a second, and a stamp taken before
-            // both once read B "restored 2.24 s" after a return B had not yet seen.
-            let lifting = monotonicSeconds()
-            let backs = try blackHole(false)
-            let back = backs.values.max() ?? lifting
-            r.measurements["path back after lifting"] = back - lifting
+            let back = try liftBlackHole(&r)
             await settle(after: back)
             await hangUp()
             judgeOutage(&r, cut: cut, back: back, seconds: back - (cuts.values.min() ?? cut), restoreLimit: 1.0)
@@ -357,6 +351,17 @@ private final class Row: @unchecked Sendable {
             started[name] = monotonicSeconds()
         }
         return started
+    }
+
+    /// Lifts the black hole and returns when the path is back: when the last side's rule is
+    /// gone, stamped as `nft` returns (as the cut is: under load one `nft` run took over a second,
+    /// and a stamp taken before both once read B "restored 2.24 s" after a return B had not yet
+    /// seen). Records how long the lifting took.
+    func liftBlackHole(_ r: inout FaultRowResult) throws(FaultLabError) -> Double {
+        let lifting = monotonicSeconds()
+        let back = try blackHole(false).values.max() ?? lifting
+        r.measurements["path back after lifting"] = back - lifting
+        return back
     }
 
     /// An outage of `seconds` from `cut` to `back`: both sides back within `restoreLimit` of the
@@ -500,9 +505,9 @@ private final class Row: @unchecked Sendable {
         case .relayOnly:
             r.check("set up through the relay", onRelay, "A's pair: \(pair?["localType"] ?? "?") ⇄ \(pair?["remoteType"] ?? "?")")
             let cut = monotonicSeconds()
-            try blackHole(true)
+            let cuts = try blackHole(true)
             await pause(3)
-            let back = try blackHole(false).values.max() ?? monotonicSeconds()  // when the last rule is gone
+            let back = try liftBlackHole(&r)
             await settle(after: back)
             // A renews its path on fresh candidates (`renew`: a new stream, a new allocation);
             // once the new stream carries media the old allocation must be released, not left to
@@ -534,7 +539,7 @@ private final class Row: @unchecked Sendable {
                 r.check("no audio gap at \(name) while A renewed", within(g, 0.2), "gap \(fmt(g))")
             }
             await hangUpReleasingAllocations(&r)
-            judgeOutage(&r, cut: cut, back: back, seconds: 3, restoreLimit: 1.0)
+            judgeOutage(&r, cut: cut, back: back, seconds: back - (cuts.values.min() ?? cut), restoreLimit: 1.0)
         case .relayOverTCP:
             r.check("carried through the relay", onRelay, "A's pair: \(pair?["localType"] ?? "?") ⇄ \(pair?["remoteType"] ?? "?")")
             await pause(3)
