@@ -50,10 +50,11 @@ public struct CallConfiguration: Sendable {
         /// Never (RED the peer sends is still received).
         case off
         /// From the first packet until the peer's first reports show the path is not lossy (a
-        /// clean path: about 2.5 s), then under heavy loss reported by the peer (a sustained 10 %
-        /// or more, or 5 % in runs, until under 5 %, or 3 % in runs; see `LossAdaptation`): about three times the payload
-        /// (120 kb/s at the default 32; four times with three frames back on long loss runs),
-        /// most of the loss gone.
+        /// clean path: about 2.5 s), then two frames back under heavy loss reported by the peer
+        /// (a sustained 10 % or more, or 5 % in runs, until under 5 %, or 3 % in runs; see
+        /// `LossAdaptation`): about three times the payload (120 kb/s at the default 32; five
+        /// times with four frames back on long loss runs), most of the loss gone. Under lighter
+        /// loss one frame back, instead of in-band FEC (twice the payload).
         case underHeavyLoss = "heavy-loss"
         /// From the first packet, whatever the loss (as Chromium does when RED is its first codec).
         case always

@@ -130,14 +130,14 @@ final class MediaLoop: @unchecked Sendable {
     /// (whose frame is too old to carry by then) and the RED payload is written from the slots
     /// before it: nothing is copied to remember a frame.
     private let history: UnsafeMutableRawBufferPointer
-    private var historyLengths = InlineArray<4, Int>(repeating: 0)
-    private var historyTimestamps = InlineArray<4, UInt32>(repeating: 0)
+    private var historyLengths = InlineArray<5, Int>(repeating: 0)
+    private var historyTimestamps = InlineArray<5, UInt32>(repeating: 0)
     private var newestHistorySlot = 0
     /// The frame being sent and the deepest RED `LossAdaptation` asks for.
-    static let historySlots = 4
+    static let historySlots = 5
     private let redundantBlock: UnsafeMutableBufferPointer<RedundantAudioPayload.Source>
     /// The RED format while packets also carry earlier frames (the negotiated one, while the loss
-    /// adaptation asks for redundancy), else nil; how many earlier frames (1 to 3).
+    /// adaptation asks for redundancy), else nil; how many earlier frames (1 to 4).
     private var redundancyInUse: RedundantAudioFormat?
     private var redundantFramesInUse = 0
     private let rtcpBuffer: UnsafeMutableRawBufferPointer
@@ -628,6 +628,7 @@ final class MediaLoop: @unchecked Sendable {
             if outcome == .late { stats.latePackets += 1 }
         }
         var deepest = 0
+        var deepestCarriesFEC = false
         for index in 0..<red.redundantCount {
             let block = red.redundant(index)
             let bytes = UnsafeRawBufferPointer(rebasing: payload[block.range])
@@ -636,7 +637,10 @@ final class MediaLoop: @unchecked Sendable {
             else { continue }
             // At most 16383 / 120 frames back: the jitter buffer refuses what is too far behind.
             let back = UInt16(Int(block.timestampOffset) / samples)
-            deepest = max(deepest, Int(back))
+            if Int(back) > deepest {
+                deepest = Int(back)
+                deepestCarriesFEC = OpusPacket.hasLBRR(bytes)
+            }
             if jitterBuffer.insertRedundant(
                 sequenceNumber: header.sequenceNumber &- back, rtpTimestamp: header.timestamp &- block.timestampOffset,
                 payload: bytes, arrivalNanoseconds: arrivalNanoseconds)
@@ -644,7 +648,7 @@ final class MediaLoop: @unchecked Sendable {
                 stats.framesRecoveredByRedundancy += 1
             }
         }
-        jitterBuffer.noteRedundancy(framesBack: deepest, now: arrivalNanoseconds)
+        jitterBuffer.noteRedundancy(framesBack: deepest, oldestCarriesFEC: deepestCarriesFEC, now: arrivalNanoseconds)
     }
 
     private func handleRTCP(_ buffer: UnsafeMutableRawBufferPointer, arrivalNanoseconds: UInt64) {

@@ -51,7 +51,7 @@ struct Call: AsyncParsableCommand {
     @Option(help: "How an offer keys SRTP: sdes (a=crypto), dtls (DTLS-SRTP, what browsers need) or both. An answer follows the offer.")
     var keying: CallConfiguration.Keying = .sdes
 
-    @Option(help: "When each packet also carries the frames before it (RFC 2198 RED, with a peer that negotiated it): off, heavy-loss (from the first packet until the first reports show the path is not lossy, then from a sustained 10 %, or 5 % in runs) or always.")
+    @Option(help: "When each packet also carries the frames before it (RFC 2198 RED, with a peer that negotiated it): off, heavy-loss (from the first packet until the first reports show the path is not lossy, then two frames back from a sustained 10 %, or 5 % in runs, and one frame back instead of FEC under lighter loss) or always.")
     var redundancy: CallConfiguration.Redundancy = .underHeavyLoss
 
     @Option(help: "Seconds without media before the call is reported disrupted.")

@@ -35,7 +35,7 @@ enum StatisticsTable {
             ("capture overruns / playback underruns", { "\($0.captureOverruns) / \($0.playbackUnderruns)" }),
             ("bitrate sent / received", { String(format: "%.1f / %.1f kb/s", Double($0.sendBitrateBitsPerSecond) / 1000, Double($0.receiveBitrateBitsPerSecond) / 1000) }),
             ("encoder FEC / expected loss", { "\($0.encoderInBandFEC ? "on" : "off") / \($0.encoderExpectedLossPercent) % (\($0.encoderAdaptations) adaptations)" }),
-            ("RED (heavy loss): sending / frames sent again / recovered", { "\($0.sendsRedundantAudio ? "on (\($0.redundantFramesPerPacket) back)" : "off") / \($0.redundantFramesSent) / \($0.framesRecoveredByRedundancy)" }),
+            ("RED: sending / frames sent again / recovered", { "\($0.sendsRedundantAudio ? "on (\($0.redundantFramesPerPacket) back)" : "off") / \($0.redundantFramesSent) / \($0.framesRecoveredByRedundancy)" }),
             ("estimated MOS (E-model R)", { s in s.meanOpinionScore.map { String(format: "%.2f (R %.1f)", $0, s.qualityRating!) } ?? "-" }),
             ("media thread", { $0.mediaThreadScheduling }),
             ("capture device (thread)", { "\($0.captureDevice) (\($0.captureThreadScheduling))" }),

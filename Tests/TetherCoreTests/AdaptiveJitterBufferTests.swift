@@ -178,43 +178,56 @@ struct AdaptiveJitterBufferTests {
     /// packets are lost (three with FEC's), so the packet after a burst has arrived when the
     /// burst's frames are due: its copies fill the last two, the FEC inside the older copy the
     /// first. Not told, it keeps FEC's one frame, and the copies come too late for two of the three.
-    @Test func redundantCopiesTwoBackKeepTwoFramesMoreWhilePacketsAreLost() {
-        func run(noting: Bool) -> (fec: Int, concealed: Int, recovered: Int, tooLate: Int) {
-            let jb = Self.buffer()
-            let payload: [UInt8] = [1, 2, 3]
-            var fec = 0, concealed = 0
-            var next = 0
-            // 25 s; a burst of three every second (from the second second).
-            let lost: (Int) -> Bool = { i in i >= 50 && i % 50 < 3 }
-            for pull in 0..<1240 {
-                let now = Self.t0 + 5_000_000 + UInt64(pull) * Self.frameNs
-                while next < 1250 && Self.t0 + UInt64(next) * Self.frameNs <= now {
-                    let i = next
-                    next += 1
-                    if lost(i) { continue }
-                    let at = Self.t0 + UInt64(i) * Self.frameNs
-                    payload.withUnsafeBytes { bytes in
-                        _ = jb.insert(
-                            sequenceNumber: UInt16(truncatingIfNeeded: 1000 + i), rtpTimestamp: UInt32(90_000 + i * 960),
+    /// What a RED stream two frames back gives through the buffer: 25 s of packets, each with
+    /// copies of the two frames before it, `lost` deciding which never arrive; `note` is called
+    /// after each arrival (to tell the buffer the copies' depth, or not).
+    struct RedundantRun { var fec = 0, concealed = 0, recovered = 0, tooLate = 0, maximumTarget = 0 }
+    static func redundantStream(lost: (Int) -> Bool, note: (JitterBuffer, UInt64) -> Void) -> RedundantRun {
+        let jb = buffer()
+        let payload: [UInt8] = [1, 2, 3]
+        var run = RedundantRun()
+        var next = 0
+        for pull in 0..<1240 {
+            let now = t0 + 5_000_000 + UInt64(pull) * frameNs
+            while next < 1250 && t0 + UInt64(next) * frameNs <= now {
+                let i = next
+                next += 1
+                if lost(i) { continue }
+                let at = t0 + UInt64(i) * frameNs
+                payload.withUnsafeBytes { bytes in
+                    _ = jb.insert(
+                        sequenceNumber: UInt16(truncatingIfNeeded: 1000 + i), rtpTimestamp: UInt32(90_000 + i * 960),
+                        payload: bytes, arrivalNanoseconds: at)
+                    for back in [2, 1] where i >= back {
+                        jb.insertRedundant(
+                            sequenceNumber: UInt16(truncatingIfNeeded: 1000 + i - back), rtpTimestamp: UInt32(90_000 + (i - back) * 960),
                             payload: bytes, arrivalNanoseconds: at)
-                        for back in [2, 1] where i >= back {
-                            jb.insertRedundant(
-                                sequenceNumber: UInt16(truncatingIfNeeded: 1000 + i - back), rtpTimestamp: UInt32(90_000 + (i - back) * 960),
-                                payload: bytes, arrivalNanoseconds: at)
-                        }
-                        if noting { jb.noteRedundancy(framesBack: 2, now: at) }
                     }
                 }
-                switch jb.pull(now: now) {
-                case .fecFromNext: fec += 1
-                case .conceal: concealed += 1
-                default: break
-                }
+                note(jb, at)
             }
-            return (fec, concealed, jb.statistics.redundantRecoveries, jb.statistics.redundantCopiesTooLate)
+            switch jb.pull(now: now) {
+            case .fecFromNext: run.fec += 1
+            case .conceal: run.concealed += 1
+            default: break
+            }
+            if pull >= 100 { run.maximumTarget = max(run.maximumTarget, jb.statistics.targetDelayMilliseconds) }
         }
-        let told = run(noting: true)
-        let untold = run(noting: false)
+        run.recovered = jb.statistics.redundantRecoveries
+        run.tooLate = jb.statistics.redundantCopiesTooLate
+        return run
+    }
+
+    /// Each packet also carries copies of the two frames before it (RED, two back), and packets
+    /// go missing three in a row. Told the copies' depth, the buffer keeps two frames more while
+    /// packets are lost (three with FEC's), so the packet after a burst has arrived when the
+    /// burst's frames are due: its copies fill the last two, the FEC inside the older copy the
+    /// first. Not told, it keeps FEC's one frame, and the copies come too late for two of the three.
+    @Test func redundantCopiesTwoBackKeepTwoFramesMoreWhilePacketsAreLost() {
+        // A burst of three every second (from the second second).
+        let lost: (Int) -> Bool = { i in i >= 50 && i % 50 < 3 }
+        let told = Self.redundantStream(lost: lost) { jb, at in jb.noteRedundancy(framesBack: 2, oldestCarriesFEC: true, now: at) }
+        let untold = Self.redundantStream(lost: lost) { _, _ in }
         // 23 bursts (69 frames): after the first, every frame is rebuilt (two copies and one FEC each).
         #expect(told.concealed <= 3, "\(told)")
         #expect(told.fec >= 22 && told.recovered >= 44, "\(told)")
@@ -225,6 +238,22 @@ struct AdaptiveJitterBufferTests {
         // all in lost packets: nothing to count).
         #expect(untold.concealed >= 40, "\(untold)")
         #expect(untold.tooLate >= 20, "\(untold)")
+    }
+
+    /// RED two back whose copies carry no FEC (a Tether sender turns FEC off while it sends RED):
+    /// the buffer keeps the two frames the copies reach back to, not a third for FEC that is not
+    /// there — 20 ms less delay while packets are lost, and bursts of two still rebuilt whole.
+    /// Copies that carry FEC keep the third.
+    @Test func redundantCopiesWithoutFECKeepNoFrameForIt() {
+        // A burst of two every second (from the second second).
+        let lost: (Int) -> Bool = { i in i >= 50 && i % 50 < 2 }
+        let without = Self.redundantStream(lost: lost) { jb, at in jb.noteRedundancy(framesBack: 2, oldestCarriesFEC: false, now: at) }
+        let with = Self.redundantStream(lost: lost) { jb, at in jb.noteRedundancy(framesBack: 2, oldestCarriesFEC: true, now: at) }
+        #expect(with.maximumTarget - without.maximumTarget == 20, "with FEC \(with), without \(without)")
+        // 24 bursts of two (48 frames): rebuilt from the copies but for the first burst's (before
+        // any loss, the buffer kept no frame for them) — the same with FEC's frame or without.
+        #expect(without.concealed <= 3 && without.recovered >= 45, "with FEC \(with), without \(without)")
+        #expect(with.concealed == without.concealed)
     }
 
     @Test func aFasterSenderIsFollowedByDroppingFrames() {

@@ -1,6 +1,11 @@
 import Testing
 import TetherCore
 
+extension LossAdaptation.Settings {
+    /// RED for heavy loss (two frames back or more), as opposed to light loss's one frame back.
+    var heavyRedundancy: Bool { redundantFrames >= 2 }
+}
+
 @Suite("Sender adaptation to the loss the peer reports")
 struct LossAdaptationTests {
     func at(_ seconds: Double) -> MonotonicInstant { MonotonicInstant(nanoseconds: UInt64(seconds * 1e9)) }
@@ -54,34 +59,51 @@ struct LossAdaptationTests {
         #expect(s == .init(expectedLossPercent: 10, inBandFEC: false, bitrateBitsPerSecond: 24_000))  // capped by the maximum
     }
 
-    /// Sustained heavy loss switches redundancy (RED, two frames back) on, at the base bitrate +
-    /// 25 %; the reports go on counting the path's loss (RED packets are packets of their own),
-    /// and it switches off once the average falls under 5 %.
+    /// With RED negotiated, loss gets RED one frame back at once (at the base bitrate + 25 %,
+    /// FEC off, the encoder told no loss); sustained heavy loss two frames back; the reports go on
+    /// counting the path's loss (RED packets are packets of their own), and once the average
+    /// falls under 5 % it is back to one frame while the loss estimate lasts.
     @Test func sustainedHeavyLossSwitchesRedundancyOnAndItsEndOff() throws {
         var a = LossAdaptation(
             baseBitrateBitsPerSecond: 32_000, maximumBitrateBitsPerSecond: 64_000, peerAcceptsFEC: true, allowsRedundancy: true,
             startsWithRedundancy: false)
-        // 18 % reported each second (under the fast switch-on's 20 %): FEC at once, redundancy once
-        // the average reaches 10 %. The first reports weigh 1/3, 1/4, 1/5…: 6, 9, then 10.8 %.
+        // 18 % reported each second (under the fast switch-on's 20 %): one frame back at once, two
+        // once the average reaches 10 %. The first reports weigh 1/3, 1/4, 1/5…: 6, 9, then 10.8 %.
         var on: Int?
         for k in 1...30 where on == nil {
             _ = a.reportReceived(fractionLost: 0.18, now: at(Double(k)))
-            if k == 1 { #expect(a.settings.inBandFEC && a.settings.expectedLossPercent == 18 && !a.settings.redundancy) }
-            if a.settings.redundancy { on = k }
+            if k == 1 { #expect(a.settings == .init(expectedLossPercent: 0, inBandFEC: false, bitrateBitsPerSecond: 40_000, redundantFrames: 1)) }
+            if a.settings.heavyRedundancy { on = k }
         }
         #expect(on == 3)
-        #expect(a.settings == .init(expectedLossPercent: 18, inBandFEC: true, bitrateBitsPerSecond: 40_000, redundantFrames: 2))
+        #expect(a.settings == .init(expectedLossPercent: 0, inBandFEC: false, bitrateBitsPerSecond: 40_000, redundantFrames: 2))
+        #expect(a.estimatedLossPercent == 18)
         // The same 18 % goes on being reported: nothing changes.
         #expect(a.reportReceived(fractionLost: 0.18, now: at(6)) == nil)
         // The path gets better (2 % reported): off once the average is under 4.5 % (5 % rounded):
         // from 12.0 % (the fourth report weighed 1/6), the 0.15 weights take nine reports.
         var t = 7.0
-        while a.settings.redundancy && t < 60 {
+        while a.settings.heavyRedundancy && t < 60 {
             _ = a.reportReceived(fractionLost: 0.02, now: at(t))
             t += 1
         }
-        #expect(!a.settings.redundancy)
+        #expect(!a.settings.heavyRedundancy)
         #expect(t == 16, "redundancy ended at \(t) s")
+        #expect(a.settings == .init(expectedLossPercent: 0, inBandFEC: false, bitrateBitsPerSecond: 40_000, redundantFrames: 1))
+        #expect(a.estimatedLossPercent > 0)
+        // Asked to keep FEC with RED: FEC for the lighter loss, and the encoder told the estimate
+        // while RED is on.
+        var withFEC = LossAdaptation(
+            baseBitrateBitsPerSecond: 32_000, maximumBitrateBitsPerSecond: 64_000, peerAcceptsFEC: true, allowsRedundancy: true,
+            startsWithRedundancy: false)
+        withFEC.fecWithRedundancy = true
+        _ = withFEC.reportReceived(fractionLost: 0.18, now: at(1))
+        #expect(withFEC.settings == .init(expectedLossPercent: 18, inBandFEC: true, bitrateBitsPerSecond: 60_800, redundantFrames: 0))
+        for k in 2...3 { _ = withFEC.reportReceived(fractionLost: 0.18, now: at(Double(k))) }
+        #expect(withFEC.settings == .init(expectedLossPercent: 18, inBandFEC: true, bitrateBitsPerSecond: 40_000, redundantFrames: 2))
+        // Changed while RED is on, the settings follow at once, not at the next report.
+        withFEC.fecWithRedundancy = false
+        #expect(withFEC.settings == .init(expectedLossPercent: 0, inBandFEC: false, bitrateBitsPerSecond: 40_000, redundantFrames: 2))
     }
 
     /// Two reports in a row of 20 % or more switch redundancy on at the second, without waiting
@@ -95,16 +117,16 @@ struct LossAdaptationTests {
         for k in -5...0 { _ = a.reportReceived(fractionLost: 0, now: at(Double(k + 5) / 10)) }
         for k in 1...4 {
             _ = a.reportReceived(fractionLost: k % 2 == 1 ? 0.25 : 0.04, now: at(Double(k)))
-            #expect(!a.settings.redundancy, "on at report \(k)")
+            #expect(!a.settings.heavyRedundancy, "on at report \(k)")
         }
         _ = a.reportReceived(fractionLost: 0.22, now: at(5))
-        #expect(!a.settings.redundancy)  // 0.22 after 0.04: not two in a row
+        #expect(!a.settings.heavyRedundancy)  // 0.22 after 0.04: not two in a row
         _ = a.reportReceived(fractionLost: 0.20, now: at(6))
-        #expect(a.settings.redundancy)  // 0.22 then 0.20
+        #expect(a.settings.heavyRedundancy)  // 0.22 then 0.20
         // The average it was lifted to (20 %) then follows the reports down as before: clean
         // reports take it under 4.5 % (5 % rounded) in ten (20 × 0.85¹⁰ = 3.9).
         var t = 7.0
-        while a.settings.redundancy && t < 60 {
+        while a.settings.heavyRedundancy && t < 60 {
             _ = a.reportReceived(fractionLost: 0, now: at(t))
             t += 1
         }
@@ -112,7 +134,7 @@ struct LossAdaptationTests {
     }
 
     /// A nominal 5 % loss read by one-second reports (50 packets each: 10 % and more in about one
-    /// report of ten) raises FEC but never switches redundancy on. (Simulated, 200 such ten-minute
+    /// report of ten) gets one frame back (with a RED peer) but never two. (Simulated, 200 such ten-minute
     /// calls: with each report weighing 0.15 none switched it on; a fifth, 3; at once, as before,
     /// every one.)
     @Test func noisyReportsOfModerateLossDoNotSwitchRedundancyOn() {
@@ -129,15 +151,15 @@ struct LossAdaptationTests {
             }
             if lost >= 5 { high += 1 }
             _ = a.reportReceived(fractionLost: Double(lost) / 50, now: at(Double(k)))
-            #expect(!a.settings.redundancy, "switched on by report \(k) (\(lost) of 50 lost)")
-            if a.settings.redundancy { break }
+            #expect(!a.settings.heavyRedundancy, "switched on by report \(k) (\(lost) of 50 lost)")
+            if a.settings.heavyRedundancy { break }
         }
         #expect(high > 30)  // the noise was there: reports of 16 % and more
-        #expect(a.settings.inBandFEC)
+        #expect(a.settings.redundantFrames == 1 && !a.settings.inBandFEC)
     }
 
-    /// `always`: redundancy from the start at the base bitrate; heavy loss then sets the heavy
-    /// loss bitrate (base + 25 %), and its end the FEC rule's again, redundancy staying on.
+    /// `always`: redundancy from the start at RED's bitrate (base + 25 %), FEC off, through heavy
+    /// loss and after it.
     @Test func alwaysRedundantStartsOnAndStaysOn() {
         var a = LossAdaptation(
             baseBitrateBitsPerSecond: 32_000, maximumBitrateBitsPerSecond: 64_000, peerAcceptsFEC: true, allowsRedundancy: true,
@@ -145,17 +167,16 @@ struct LossAdaptationTests {
         // On from the start, at RED's bitrate (the base and a quarter).
         #expect(a.settings == .init(expectedLossPercent: 0, inBandFEC: false, bitrateBitsPerSecond: 40_000, redundantFrames: 2))
         for k in 1...13 { _ = a.reportReceived(fractionLost: 0.2, now: at(Double(k))) }
-        #expect(a.heavyLoss && a.settings == .init(expectedLossPercent: 20, inBandFEC: true, bitrateBitsPerSecond: 40_000, redundantFrames: 2))
+        #expect(a.heavyLoss && a.settings == .init(expectedLossPercent: 0, inBandFEC: false, bitrateBitsPerSecond: 40_000, redundantFrames: 2))
         for k in 14...40 { _ = a.reportReceived(fractionLost: 0, now: at(Double(k))) }
-        #expect(!a.heavyLoss && a.settings.redundancy)
-        // FEC's rule again: 5 × the expected loss (decayed by now to a few percent).
-        #expect(a.settings.bitrateBitsPerSecond == Int((32_000 * (1 + 5 * Double(a.settings.expectedLossPercent) / 100)).rounded()))
+        #expect(!a.heavyLoss && a.estimatedLossPercent > 0)
+        #expect(a.settings == .init(expectedLossPercent: 0, inBandFEC: false, bitrateBitsPerSecond: 40_000, redundantFrames: 2))
         var off = LossAdaptation(
             baseBitrateBitsPerSecond: 32_000, maximumBitrateBitsPerSecond: 64_000, peerAcceptsFEC: true, allowsRedundancy: false,
             alwaysRedundant: true)
-        #expect(!off.settings.redundancy)  // not negotiated: never
+        #expect(!off.settings.heavyRedundancy)  // not negotiated: never
         _ = off.reportReceived(fractionLost: 0.5, now: at(1))
-        #expect(!off.settings.redundancy)
+        #expect(!off.settings.heavyRedundancy)
     }
 
     /// Heavy loss from the call's first report is seen within three reports (the first weigh
@@ -169,7 +190,7 @@ struct LossAdaptationTests {
             startsWithRedundancy: false)
             for (k, loss) in losses.enumerated() {
                 _ = a.reportReceived(fractionLost: loss, now: at(Double(k + 1)))
-                if a.settings.redundancy { return k + 1 }
+                if a.settings.heavyRedundancy { return k + 1 }
             }
             return nil
         }
@@ -224,7 +245,7 @@ struct LossAdaptationTests {
             for k in 1...60 {
                 let r = reports.next()
                 _ = a.reportReceived(fractionLost: Double(r.lost) / 50, lossRuns: withRuns ? r : nil, now: at(Double(k)))
-                if a.settings.redundancy { return k }
+                if a.settings.heavyRedundancy { return k }
             }
             return nil
         }
@@ -259,7 +280,7 @@ struct LossAdaptationTests {
             for k in 1...600 {
                 let r = reports.next(independentPercent: percent)
                 _ = a.reportReceived(fractionLost: Double(r.lost) / 50, lossRuns: withRuns ? r : nil, now: at(Double(k)))
-                if a.settings.redundancy { return (k, a.meanLossRunPackets) }
+                if a.settings.heavyRedundancy { return (k, a.meanLossRunPackets) }
             }
             return (nil, a.meanLossRunPackets)
         }
@@ -283,7 +304,7 @@ struct LossAdaptationTests {
             _ = singles.reportReceived(fractionLost: 0.08, lossRuns: (lost: 4, runs: 4), now: at(Double(k)))
             _ = pairs.reportReceived(fractionLost: 0.08, lossRuns: (lost: 4, runs: 2), now: at(Double(k)))
         }
-        #expect(!singles.settings.redundancy && pairs.settings.redundancy)
+        #expect(!singles.settings.heavyRedundancy && pairs.settings.heavyRedundancy)
     }
 
     /// With RED allowed, a call starts with it (as if the path lost `redundancyOnPercent`): a
@@ -301,13 +322,13 @@ struct LossAdaptationTests {
         #expect(!a.protectingStart && !a.heavyLoss)
         // Off now: back only by the rules.
         _ = a.reportReceived(fractionLost: 0.08, now: at(4))
-        #expect(!a.settings.redundancy)
+        #expect(!a.settings.heavyRedundancy)
         // Without RED negotiated, or asked not to start with it: off from the start.
         let notAllowed = LossAdaptation(baseBitrateBitsPerSecond: 32_000, maximumBitrateBitsPerSecond: 64_000, peerAcceptsFEC: true)
         let notAtStart = LossAdaptation(
             baseBitrateBitsPerSecond: 32_000, maximumBitrateBitsPerSecond: 64_000, peerAcceptsFEC: true, allowsRedundancy: true,
             startsWithRedundancy: false)
-        #expect(!notAllowed.settings.redundancy && !notAtStart.settings.redundancy)
+        #expect(!notAllowed.settings.heavyRedundancy && !notAtStart.settings.heavyRedundancy)
     }
 
     /// What starting with RED gives and costs, over seeded ten-minute calls (50-packet reports
@@ -326,7 +347,7 @@ struct LossAdaptationTests {
             for k in 1...600 {
                 let r = reports.next(independentPercent: percent)
                 _ = a.reportReceived(fractionLost: Double(r.lost) / 50, lossRuns: r, now: at(Double(k)))
-                if a.settings.redundancy {
+                if a.settings.heavyRedundancy {
                     result.onShare += 1.0 / 600
                     if k <= 10 { result.onInFirstTen += 1 }
                 } else if result.firstOff == nil {
@@ -348,10 +369,40 @@ struct LossAdaptationTests {
         #expect(moderate.allSatisfy { ($0.firstOff ?? 601) <= 10 } && share(moderate) < 0.05, "5 %: \(moderate)")
     }
 
-    /// Runs of losses whose mean reaches two packets get RED three frames back (a run of four
-    /// rebuilt whole, with FEC in the oldest copy); under 1.75 it goes back to two. Independent
-    /// loss keeps two.
-    @Test func longLossRunsGetRedundancyThreeFramesBack() {
+    /// Loss in runs is not released by three reports (at 4 % in runs they often hold one run or
+    /// none): the start's RED holds to the tenth report, where 3–5 % in runs keeps it as the
+    /// rule's own (FEC rebuilds one frame a run) and less releases it; loss alone is released
+    /// at the third report under 5 %, at the tenth between 5 and 10 %.
+    @Test func lossInRunsIsJudgedOnTheStartsTenReportsAndKeepsRedundancyFromThreePercent() {
+        func call(_ reports: (Int) -> (lost: Int, runs: Int)) -> (offAt: Int?, heavy: Bool) {
+            var a = LossAdaptation(
+                baseBitrateBitsPerSecond: 32_000, maximumBitrateBitsPerSecond: 64_000, peerAcceptsFEC: true, allowsRedundancy: true)
+            var offAt: Int?
+            for k in 1...40 {
+                let r = reports(k)
+                _ = a.reportReceived(fractionLost: Double(r.lost) / 50, lossRuns: r, now: at(Double(k)))
+                if !a.settings.heavyRedundancy && offAt == nil { offAt = k }
+            }
+            return (offAt, a.heavyLoss)
+        }
+        // 4 % in runs of two (one run every report): kept for good, as the rule's own.
+        let fourInRuns = call { _ in (2, 1) }
+        #expect(fourInRuns.offAt == nil && fourInRuns.heavy)
+        // The same 4 % alone: released at the third report (under 5 %); 6 % alone at the tenth.
+        #expect(call { _ in (2, 2) }.offAt == 3)
+        #expect(call { _ in (3, 3) }.offAt == 10)
+        // One run of three at the start, then nothing: bursty, under 3 %: released at the tenth.
+        #expect(call { $0 == 1 ? (3, 1) : (0, 0) }.offAt == 10)
+        // 2 % in runs (a run of three every third report): released at the tenth, not kept.
+        let twoInRuns = call { $0 % 3 == 0 ? (3, 1) : (0, 0) }
+        #expect(twoInRuns.offAt == 10 && !twoInRuns.heavy)
+        // Nothing lost: released at the third.
+        #expect(call { _ in (0, 0) }.offAt == 3)
+    }
+
+    /// Runs of losses whose mean reaches two packets get RED four frames back (a run of four
+    /// rebuilt whole); under 1.75 it goes back to two. Independent loss keeps two.
+    @Test func longLossRunsGetRedundancyFourFramesBack() {
         var a = LossAdaptation(
             baseBitrateBitsPerSecond: 32_000, maximumBitrateBitsPerSecond: 64_000, peerAcceptsFEC: true, allowsRedundancy: true)
         var k = 0.0
@@ -362,10 +413,10 @@ struct LossAdaptationTests {
         report(6, runs: 2)  // mean (2.7 + 6) / (2.7 + 2) = 1.85: still two
         #expect(a.settings.redundantFrames == 2 && !a.deepBursts)
         report(6, runs: 2)  // (7.83 + 6) / (4.23 + 2) = 2.22
-        #expect(a.settings.redundantFrames == 3 && a.deepBursts)
+        #expect(a.settings.redundantFrames == 4 && a.deepBursts)
         var mean = a.meanLossRunPackets ?? 0
         while mean >= 1.75 {
-            #expect(a.settings.redundantFrames == 3, "mean run \(mean)")
+            #expect(a.settings.redundantFrames == 4, "mean run \(mean)")
             report(6, runs: 6)
             mean = a.meanLossRunPackets ?? 0
         }
@@ -391,16 +442,41 @@ struct LossAdaptationTests {
             _ = bursty.reportReceived(fractionLost: 0.06, lossRuns: (lost: 3, runs: 1), now: at(Double(k)))
             _ = singles.reportReceived(fractionLost: 0.06, lossRuns: (lost: 3, runs: 3), now: at(Double(k)))
         }
-        #expect(bursty.settings.redundancy && bursty.heavyLoss && !singles.settings.redundancy)
+        #expect(bursty.settings.heavyRedundancy && bursty.heavyLoss && !singles.settings.heavyRedundancy)
         for k in 31...90 { _ = bursty.reportReceived(fractionLost: 0.04, lossRuns: (lost: 2, runs: 1), now: at(Double(k))) }
-        #expect(bursty.settings.redundancy)
+        #expect(bursty.settings.heavyRedundancy)
         for k in 91...150 { _ = bursty.reportReceived(fractionLost: 0.02, lossRuns: (lost: 1, runs: 1), now: at(Double(k))) }
-        #expect(!bursty.settings.redundancy)  // 2 %, and the runs shorter: off
+        #expect(!bursty.settings.heavyRedundancy)  // 2 %, and the runs shorter: off
         // Independent loss, on by a heavy stretch, then 4 %: off (under 5 %).
         for k in 31...40 { _ = singles.reportReceived(fractionLost: 0.2, lossRuns: (lost: 10, runs: 9), now: at(Double(k))) }
-        #expect(singles.settings.redundancy)
+        #expect(singles.settings.heavyRedundancy)
         for k in 41...100 { _ = singles.reportReceived(fractionLost: 0.04, lossRuns: (lost: 2, runs: 2), now: at(Double(k))) }
-        #expect(!singles.settings.redundancy)
+        #expect(!singles.settings.heavyRedundancy)
+    }
+
+    /// With RED negotiated, light loss gets the frame before instead of FEC (FEC's LBRR and the
+    /// expected loss cost every frame's quality; a copy is the frame itself), and nothing once
+    /// the estimate has decayed; without RED, FEC as before.
+    @Test func lightLossGetsOneFrameBackInsteadOfFECWhenRedIsNegotiated() throws {
+        var red = LossAdaptation(
+            baseBitrateBitsPerSecond: 32_000, maximumBitrateBitsPerSecond: 64_000, peerAcceptsFEC: true, allowsRedundancy: true,
+            startsWithRedundancy: false)
+        var fec = LossAdaptation(baseBitrateBitsPerSecond: 32_000, maximumBitrateBitsPerSecond: 64_000, peerAcceptsFEC: true)
+        let redChange = red.reportReceived(fractionLost: 0.04, now: at(1))
+        let fecChange = fec.reportReceived(fractionLost: 0.04, now: at(1))
+        let redOn = try #require(redChange)
+        let fecOn = try #require(fecChange)
+        #expect(redOn == .init(expectedLossPercent: 0, inBandFEC: false, bitrateBitsPerSecond: 40_000, redundantFrames: 1))
+        #expect(fecOn == .init(expectedLossPercent: 4, inBandFEC: true, bitrateBitsPerSecond: 38_400, redundantFrames: 0))
+        var t = 1.0
+        while red.settings.redundancy && t < 120 {
+            t += 1
+            _ = red.reportReceived(fractionLost: 0, now: at(t))
+            _ = fec.reportReceived(fractionLost: 0, now: at(t))
+        }
+        // Off with the estimate (4 % halving every 8 s: under 0.5 % after three half-lives), as FEC.
+        #expect(red.settings == .init(expectedLossPercent: 0, inBandFEC: false, bitrateBitsPerSecond: 32_000, redundantFrames: 0))
+        #expect(t > 20 && t < 30 && !fec.settings.inBandFEC, "off at \(t) s")
     }
 
     @Test func copiesAreNotSentWhenNotAllowed() throws {

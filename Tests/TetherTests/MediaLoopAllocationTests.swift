@@ -81,11 +81,11 @@ struct MediaLoopAllocationTests {
                 transport: transport, receiveRing: ring, captureRing: capture, playbackRing: playback, worker: worker,
                 payloadType: 111, cname: "alloc-test", jitterBufferTargetMilliseconds: 40, rtcpIntervalSeconds: 0.5,
                 lossAdaptation: {
-                    // RED at its deepest (three frames back, as on long loss runs).
+                    // RED at its deepest (four frames back, as on long loss runs).
                     var adaptation = LossAdaptation(
                         baseBitrateBitsPerSecond: 32_000, maximumBitrateBitsPerSecond: 64_000, peerAcceptsFEC: true,
                         initialExpectedLossPercent: 10, allowsRedundancy: red, alwaysRedundant: red)
-                    adaptation.redundantFrameCount = 3
+                    adaptation.redundantFrameCount = LossAdaptation.maximumRedundantFrames
                     return adaptation
                 }(),
                 telephoneEvent: telephoneEvent, receivableTelephoneEvents: telephoneEvent.map { [$0] } ?? [],
@@ -245,9 +245,9 @@ struct MediaLoopAllocationTests {
         #expect(received >= 299 - lost)
         if red {
             // Each datagram dropped (30) lost a frame that the next packets carried again: each
-            // packet carries the three frames before it.
+            // packet carries the four frames before it.
             #expect(lost == 30)
-            #expect(loopA.counters.read().redundantFramesSent - rtcpBefore.a.redundantFramesSent >= 3 * 300 - 15)
+            #expect(loopA.counters.read().redundantFramesSent - rtcpBefore.a.redundantFramesSent >= LossAdaptation.maximumRedundantFrames * 300 - 20)
             #expect(after.redundantAudioPacketsReceived - before.redundantAudioPacketsReceived == received)
             #expect(after.framesRecoveredByRedundancy - before.framesRecoveredByRedundancy >= lost - 1)
             #expect(decoded >= 295)

@@ -215,8 +215,9 @@ struct OutageTests {
         // from B (about 2.5 s; 20 s of margin). Then the loss has to switch it on again.
         #expect(await waitUntil(timeoutSeconds: 20) { !call.a.statistics().sendsRedundantAudio })
         call.relay.updateImpairments { $0.lossPercent = 25 }
-        // The reports' average reaches 10 % after about three reports at 25 %; 30 s of margin.
-        #expect(await waitUntil(timeoutSeconds: 30) { call.a.statistics().sendsRedundantAudio })
+        // One frame back at the first lossy report; two once the reports' average reaches 10 %,
+        // after about three reports at 25 %; 30 s of margin.
+        #expect(await waitUntil(timeoutSeconds: 30) { call.a.statistics().redundantFramesPerPacket == 2 })
         // Counted over a window closed by what happened, not by the clock: until the relay has
         // dropped 100 RTP datagrams (about 8 s at 50 packets a second, 25 % dropped).
         let before = (b: call.b.statistics(), relay: call.relay.statistics().aToB, a: call.a.statistics())
@@ -264,8 +265,8 @@ struct OutageTests {
         #expect(await waitUntil(timeoutSeconds: 20) { !call.a.statistics().sendsRedundantAudio })
         call.relay.updateImpairments { $0.burstLoss = BurstLoss(goodToBadProbability: 0.033, badToGoodProbability: 0.33) }
         // About 9 % in runs of three: the sustained loss passes 5 % within a few reports (each a
-        // second); 45 s of margin.
-        #expect(await waitUntil(timeoutSeconds: 45) { call.a.statistics().sendsRedundantAudio })
+        // second); 45 s of margin (one frame back comes at the first lossy report).
+        #expect(await waitUntil(timeoutSeconds: 45) { call.a.statistics().redundantFramesPerPacket >= 2 })
         // Runs long enough to be read (at least 60 runs, about 20 s).
         #expect(await waitUntil(timeoutSeconds: 60) { call.relay.statistics().aToB.rtpDroppedByLoss >= 180 })
         let a = call.a.statistics()
@@ -273,15 +274,15 @@ struct OutageTests {
         // Mean run of the model: 1 / 0.33 ≈ 3 packets (RED packets are packets: the runs are the path's).
         #expect(run > 2 && run < 4.5, "mean run \(run)")
         print("bursty loss: A told a mean loss run of \(run) packets, RED \(a.redundantFramesPerPacket) frames back")
-        // Runs of two or more on average: three frames back, in the packets themselves (over the
-        // next 150 packets, three copies in each but after a gap of A's own).
-        #expect(a.redundantFramesPerPacket == 3)
+        // Runs of two or more on average: four frames back, in the packets themselves (over the
+        // next 150 packets, four copies in each but after a gap of A's own).
+        #expect(a.redundantFramesPerPacket == 4)
         let start = call.a.statistics()
         #expect(await waitUntil(timeoutSeconds: 30) { call.a.statistics().packetsSent - start.packetsSent >= 150 })
         let end = call.a.statistics()
         let carried = end.redundantFramesSent - start.redundantFramesSent
         let sent = end.packetsSent - start.packetsSent
-        #expect(carried * 10 >= sent * 27, "\(carried) frames carried again in \(sent) packets")
+        #expect(carried * 10 >= sent * 36, "\(carried) frames carried again in \(sent) packets")
         // B measured the same stream: its own count of A's packets lost against what A was told.
         let b = call.b.statistics()
         #expect(b.packetsLost > 0 && a.remotePacketsLost > 0)

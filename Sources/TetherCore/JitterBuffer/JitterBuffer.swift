@@ -36,9 +36,10 @@
 ///   (counted in ``JitterBufferStatistics/driftDrops``) and the next one is returned instead.
 /// - Adaptive target (``Configuration/adaptiveTarget``): each pull compares how long after the
 ///   fastest recent packet's arrival the frame is pulled (the playout delay) with the delay the
-///   arrivals call for (the 99th-percentile lateness plus a guard, plus one frame while packets
-///   are lost so FEC can be used, and as many more as the stream's RED copies reach back — see
-///   ``noteRedundancy(framesBack:now:)`` — bounded). Too short: at a quiet moment one concealment frame
+///   arrivals call for (the 99th-percentile lateness plus a guard, plus, while packets are lost,
+///   as many frames as the stream's RED copies reach back and one for FEC — without RED, or
+///   while the oldest copies carry FEC; see ``noteRedundancy(framesBack:oldestCarriesFEC:now:)``
+///   — bounded). Too short: at a quiet moment one concealment frame
 ///   is inserted (``PullResult/insertedFrame``), which holds the playout point. A whole frame
 ///   too long on every pull for ``Configuration/driftSustainMilliseconds``: the frame at the
 ///   playout point is dropped at a quiet moment, or after ``Configuration/quietPatienceMilliseconds``
@@ -131,9 +132,12 @@ public final class JitterBuffer {
     /// When a packet was last found missing (0: never in this stream).
     private var lastLossNanoseconds: UInt64 = 0
     /// How many frames back the stream's RED packets lately carried copies (0: none), and when
-    /// that depth was last seen (see ``noteRedundancy(framesBack:now:)``).
+    /// that depth was last seen (see ``noteRedundancy(framesBack:oldestCarriesFEC:now:)``).
     private var redundancyDepthFrames: Int64 = 0
     private var redundancyDepthSeenNanoseconds: UInt64 = 0
+    /// When a RED packet's oldest copy last carried in-band FEC for the frame before it (0:
+    /// never in this stream).
+    private var redundancyFECSeenNanoseconds: UInt64 = 0
     /// How long a RED depth is remembered when later packets carry fewer copies.
     private static let redundancyDepthMemoryNanoseconds: UInt64 = 2_000_000_000
     /// When a packet last came too late for its frame (held playout or rejected; 0: never).
@@ -369,16 +373,19 @@ public final class JitterBuffer {
 
     /// The stream's packets carry copies of the frames up to `framesBack` before their own (RFC
     /// 2198 RED; the deepest block of a packet). While packets are lost, an adaptive buffer then
-    /// keeps that many frames more buffered (besides FEC's one, with ``Configuration/lossLookahead``),
-    /// so the packet carrying a lost frame's copy has usually arrived when the frame is due. A
-    /// shallower packet (after a pause, or the sender carrying fewer copies) lowers the depth
-    /// only when the deeper one has not been seen for 2 s. Never allocates.
-    public func noteRedundancy(framesBack: Int, now: UInt64) {
+    /// keeps that many frames more buffered, so the packet carrying a lost frame's copy has
+    /// usually arrived when the frame is due — and one more (with ``Configuration/lossLookahead``)
+    /// while the oldest copies carry in-band FEC (`oldestCarriesFEC`; a Tether sender sends none
+    /// with RED, Chromium does): the FEC in a copy rebuilds the frame before it. A shallower
+    /// packet (after a pause, or the sender carrying fewer copies) lowers the depth only when the
+    /// deeper one has not been seen for 2 s. Never allocates.
+    public func noteRedundancy(framesBack: Int, oldestCarriesFEC: Bool, now: UInt64) {
         let depth = Int64(min(max(0, framesBack), 8))
         if depth >= redundancyDepthFrames || now &- redundancyDepthSeenNanoseconds >= Self.redundancyDepthMemoryNanoseconds {
             redundancyDepthFrames = depth
             redundancyDepthSeenNanoseconds = now
         }
+        if oldestCarriesFEC && depth > 0 { redundancyFECSeenNanoseconds = max(now, 1) }
     }
 
     /// Produces the decision for the next frame period of the audio sink.
@@ -485,6 +492,7 @@ public final class JitterBuffer {
         lastLateNanoseconds = 0
         redundancyDepthFrames = 0
         redundancyDepthSeenNanoseconds = 0
+        redundancyFECSeenNanoseconds = 0
         totalWaitNanoseconds = 0
         estimator.reset()
         driftThresholdSamples = targetDelaySamples + driftMarginSamples
@@ -614,9 +622,12 @@ public final class JitterBuffer {
         let offset = Int64(bitPattern: now) &- mediaNanoseconds(playoutTimestamp)
         let lossy = lastLossNanoseconds != 0 && now &- lastLossNanoseconds < lossMemoryNanoseconds
         // While lossy: one frame for FEC (in the next packet), and as many as RED copies reach
-        // back (with both, FEC inside the oldest copy rebuilds the frame before it).
+        // back; with RED, FEC's frame only while the oldest copies carry FEC (rebuilding the
+        // frame before them).
         let redundancyRecent = redundancyDepthFrames > 0 && now &- redundancyDepthSeenNanoseconds < lossMemoryNanoseconds
-        let lookahead = (configuration.lossLookahead ? 1 : 0) + (redundancyRecent ? redundancyDepthFrames : 0)
+        let fecUsable = !redundancyRecent
+            || (redundancyFECSeenNanoseconds != 0 && now &- redundancyFECSeenNanoseconds < lossMemoryNanoseconds)
+        let lookahead = (configuration.lossLookahead && fecUsable ? 1 : 0) + (redundancyRecent ? redundancyDepthFrames : 0)
         let required = guardNanoseconds + (lossy ? lookahead * frameNanoseconds : 0)
         let desired = min(estimator.percentileTransitNanoseconds + required, lowest + maximumDelayNanoseconds)
         if scan.count > 0 {

@@ -6,10 +6,23 @@ import Glibc
 /// - The loss estimate follows a report's fraction lost at once when it rises and decays towards
 ///   lower reports with a half-life of `decayHalfLifeSeconds`, so one clean report after a lossy
 ///   stretch does not switch protection off.
-/// - Expected loss for the encoder (`OPUS_SET_PACKET_LOSS_PERC`, which sizes the in-band FEC) is
-///   the estimate in whole percent, bounded to `maximumExpectedLossPercent`; it only changes by
-///   `hysteresisPercent` or more, or to and from zero, so the encoder is not reconfigured on noise.
-/// - In-band FEC is on while the expected loss is above zero (when the peer accepts FEC at all).
+/// - The estimate in whole percent (`estimatedLossPercent`), bounded to
+///   `maximumExpectedLossPercent`, only changes by `hysteresisPercent` or more, or to and from
+///   zero, so the encoder is not reconfigured on noise.
+/// - **With RED negotiated, RED replaces FEC** (unless `fecWithRedundancy`): while the estimate
+///   is above zero each packet carries the frame before it (one frame back: a frame is lost only
+///   with the next packet too, as with FEC), and while any RED is on the encoder is told no loss
+///   and sends no FEC. FEC's LBRR copy and the robustness the expected loss asks of the encoder
+///   cost every frame: Opus alone on a loss-free path (`tether-bench codec-quality`, eight
+///   clips, 40 kb/s) scores PESQ-WB 4.43 without FEC, 3.92 told 10 % and 3.63 told 20 %; a RED
+///   copy is the frame itself. Measured through the relay (`tether-bench quality`, eight clips):
+///   FEC inside RED's copies against none — 10 % 3.60 → 4.06, 20 % 3.53 → 3.84, bursts 2.77 →
+///   3.03; at 5 %, FEC 3.93 against RED 4.17. The cost is the payload: two frames a packet at
+///   the base + 25 % (two and a half times the base) with one frame back, against one frame at
+///   the base + 5 × the loss for FEC (+20 % at 4 %, +50 % at 10 %).
+/// - Without RED: expected loss for the encoder (`OPUS_SET_PACKET_LOSS_PERC`, which sizes the
+///   in-band FEC) is the estimate, and in-band FEC is on while it is above zero (when the peer
+///   accepts FEC at all).
 /// - The bitrate rises with the loss, by `bitrateIncreasePerLoss` times the expected loss (5: +50 %
 ///   at 10 %, twice the base at 20 %), up to `maximumBitrateIncrease` over the base, so that FEC's
 ///   redundancy (the LBRR copy of every frame) does not starve the primary encoding; it never
@@ -19,14 +32,15 @@ import Glibc
 ///   but where loss comes from congestion the extra rate adds to it: cap it with the peer's
 ///   `maxaveragebitrate` (or `maximumBitrateIncrease`).
 /// - Heavy loss, when allowed (RFC 2198 RED negotiated): each packet also carries the two frames
-///   before it (`redundantFrameCount`, 2; 1 carries the frame before only), so a frame is lost
-///   only when its packet and the next two are — and with FEC inside the oldest copy, the next
-///   three (computed for 20 % independent loss: 0.2⁴ = 0.16 % left for concealment, against
-///   0.2² = 4 % with one frame back; a burst of three is rebuilt whole — the jitter buffer's
-///   test shows it; measured through the relay at 25 %: 6 of 100 lost frames heard lost). The receiving jitter buffer keeps as many frames
-///   more while packets are lost (``JitterBuffer/noteRedundancy(framesBack:now:)``): 60 ms
-///   with FEC. The bitrate then is the base plus `redundantBitrateIncrease` (a quarter): about
-///   three times that in the payload, 120 kb/s from 32, against 64 for FEC alone. It switches
+///   before it (`redundantFrameCount`, 2), so a frame is lost only when its packet and the next
+///   two are (computed for 20 % independent loss: 0.2³ = 0.8 % left for concealment, against
+///   0.2² = 4 % with one frame back; a burst of two is rebuilt whole — the jitter buffer's test
+///   shows it). The receiving jitter buffer keeps as many frames more while packets are lost
+///   (``JitterBuffer/noteRedundancy(framesBack:oldestCarriesFEC:now:)``): 40 ms, and one more
+///   when the copies carry FEC (Chromium's). The bitrate of any RED is the base plus
+///   `redundantBitrateIncrease` (a quarter): about three times that in the payload at two
+///   frames back, 120 kb/s from 32, against 64 for FEC alone. (Here and below "RED on" and
+///   "off" are this heavy RED; under it a loss estimate above zero keeps one frame back.) It switches
 ///   on when the *sustained* loss reaches `redundancyOnPercent` (10 %) and off under
 ///   `redundancyOffPercent` (5 %): the estimate it reads is a moving average of the reports
 ///   (each report weighs `redundancySmoothing`, 0.15 — the first few more, the n-th 1/(n+2),
@@ -45,14 +59,20 @@ import Glibc
 ///   stays, as the rule's own (the sustained loss lifted to that mean); under the switch-off
 ///   threshold it goes off (a clean path: at the third report, about 2.5 s); between them the
 ///   start ends at report `startReports` (10) with RED off unless the rule has switched it on
-///   by then. The first seconds of a lossy call are protected instead of waiting the reports
-///   RED needs to switch on, and a moderate path does not keep RED just because it started
-///   with it. Simulated (Python, 50-packet reports, ten-minute calls; without the start in
-///   brackets): clean — RED on 0.3 % of the call (0); independent 5 % — 0.9 % (0), off by
-///   report 4 (median; 90 %: 10); 7 % — 56 % (51 %); 10 % — on in 98 % of the first ten reports
-///   (13 %); bursts of mean 3 at 9 % — 95 % (72 %).
+///   by then. Loss in runs (the mean run at `burstyMeanRunPackets` or more) is released only
+///   on all ten reports — three reports of a path losing 4 % in runs often hold one run or
+///   none — and between the thresholds (3–5 % in runs) keeps RED: FEC or one frame back rebuilds one frame of
+///   each run, so a listener would hear most of that loss, and the rule keeps RED that is on
+///   down to 3 %. The first seconds of a lossy call are protected instead of waiting the
+///   reports RED needs to switch on, and a moderate path of independent loss (5–10 %: FEC
+///   leaves under 1 % to concealment) does not keep RED just because it started with it.
+///   Simulated (Python, 50-packet reports, ten-minute calls; without the start in brackets):
+///   clean — RED on 0.3 % of the call (0); independent 5 % — 0.9 % (0), off by report 4
+///   (median; 90 %: 10); 7 % — 56 % (51 %); 10 % — on in 98 % of the first ten reports (13 %);
+///   bursts of mean 3 at 9 % — 95 % (72 %); at 4 % — 65 % of the first ten reports (60 % when
+///   three reports could release it).
 /// - Bursty loss switches RED on sooner, when the peer says which packets it lost (RTCP XR Loss
-///   RLE, RFC 3611, as a Tether peer sends when asked): FEC rebuilds only the last frame of each
+///   RLE, RFC 3611, as a Tether peer sends when asked): FEC (or one frame back) rebuilds only the last frame of each
 ///   run of losses, so what the listener hears is the loss minus the runs — for independent loss
 ///   at p about p² (1 % at 10 %), for the same loss in runs of three, two thirds of it. With the
 ///   runs' mean length (lost packets over runs, over the last reports, each older report weighing
@@ -67,18 +87,20 @@ import Glibc
 ///   the simulation's noise; the unit tests feed the same seeded reports with and without their
 ///   runs, and 24 such calls at 5 % and 7 % switch on at the same report).
 /// - Long runs get deeper RED: with a mean run of 2 packets or more (`deepBurstMeanRunPackets`;
-///   back under 1.75) each packet carries the three frames before it
+///   back under 1.75) each packet carries the four frames before it
 ///   (`deepRedundantFrameCount`), so runs of four are rebuilt whole. For runs of mean 3.5 (what
-///   the relay's Gilbert–Elliott model of mean 3 measures) two frames back leave about 36 % of
-///   the lost frames to concealment and three about 26 %; measured (RED always on, eight clips):
-///   38 % and 28 %, PESQ-WB 2.94 and 3.00. The payload is a third larger (four frames a packet).
+///   the relay's Gilbert–Elliott model of mean 3 measures) three frames back leave about 36 % of
+///   the lost frames to concealment and four about 26 %; measured (eight clips, RED without
+///   FEC): 37 % and 31 % (224 of 608, 186 of 602), PESQ-WB 3.03 and 3.29 (with FEC in the
+///   copies, before: three back 2.77–2.95). The payload is five frames a packet, the jitter
+///   buffer 80 ms more while packets are lost.
 public struct LossAdaptation: Sendable, Equatable {
     public struct Settings: Sendable, Equatable {
         public var expectedLossPercent: Int
         public var inBandFEC: Bool
         public var bitrateBitsPerSecond: Int
         /// How many earlier frames each packet carries again (RFC 2198 RED): 0 (none), 1 (the
-        /// frame before), 2 (the two before) or 3 (on long loss runs).
+        /// frame before: light loss), 2 (the two before: heavy loss) or 4 (on long loss runs).
         public var redundantFrames: Int
         /// Whether packets carry earlier frames at all.
         public var redundancy: Bool { redundantFrames > 0 }
@@ -91,8 +113,8 @@ public struct LossAdaptation: Sendable, Equatable {
         }
     }
 
-    /// The deepest RED asked for: three frames back.
-    public static let maximumRedundantFrames = 3
+    /// The deepest RED asked for: four frames back.
+    public static let maximumRedundantFrames = 4
 
     public var baseBitrateBitsPerSecond: Int
     public var maximumBitrateBitsPerSecond: Int
@@ -108,11 +130,10 @@ public struct LossAdaptation: Sendable, Equatable {
     public var redundancyOnPercent = 10
     public var redundancyOffPercent = 5
     public var redundantBitrateIncrease = 0.25
-    /// Frames each packet carries again under heavy loss (1 to 3). With two, a frame is lost only
-    /// when its packet and the next two are (with FEC in the oldest copy, the next three). The
-    /// settings follow a change at once.
+    /// Frames each packet carries again under heavy loss (1 to 4). With two, a frame is lost only
+    /// when its packet and the next two are. The settings follow a change at once.
     public var redundantFrameCount = 2 {
-        didSet { settings = target(expectedLossPercent: settings.expectedLossPercent, heavy: heavyLoss || protectingStart, deep: deepBursts) }
+        didSet { retarget() }
     }
     /// Whether redundancy is on whatever the loss (when allowed at all).
     public var alwaysRedundant: Bool
@@ -133,21 +154,31 @@ public struct LossAdaptation: Sendable, Equatable {
     /// How much each older Loss RLE report weighs in the mean run, relative to the next one.
     public var burstMemory = 0.9
     /// Mean loss run (packets) from which RED carries `deepRedundantFrameCount` frames instead of
-    /// `redundantFrameCount`: runs of four are then rebuilt whole (with FEC in the oldest copy).
+    /// `redundantFrameCount`: runs of four are then rebuilt whole.
     /// Back to `redundantFrameCount` under `deepBurstOffMeanRunPackets`.
     public var deepBurstMeanRunPackets = 2.0
     public var deepBurstOffMeanRunPackets = 1.75
-    public var deepRedundantFrameCount = 3
+    public var deepRedundantFrameCount = 4
     /// Whether RED is on from the first packet (when allowed), before the reports can tell how
     /// lossy the path is: from the third report the mean of the reports so far decides — at or
     /// over the switch-on threshold (10 %, 5 % bursty) RED stays on as the rule's own, under the
-    /// switch-off threshold (5 %, 3 % bursty) it goes off, and between them the start ends at
-    /// report `startReports` with RED off unless the rule itself has switched it on. A call's
-    /// first seconds are then protected on a lossy path instead of waiting the reports RED
-    /// needs to switch on; a clean path has RED for its first two reports (about 2.5 s).
+    /// switch-off threshold (5 %) it goes off, and between them the start ends at report
+    /// `startReports` with RED off unless the rule itself has switched it on. Loss in runs (on
+    /// from 5 %) is not released before report `startReports`, and there only under 3 % (as the
+    /// rule keeps RED it switched on). A call's first seconds are then protected on a lossy path
+    /// instead of waiting the reports RED needs to switch on; a clean path has RED for its first
+    /// two reports (about 2.5 s).
     public let startsWithRedundancy: Bool
     /// The report by which the start's RED ends unless the loss has confirmed it.
     public var startReports = 10
+    /// Whether FEC stays the protection with RED negotiated: FEC for light loss and inside RED's
+    /// copies (sized by the loss estimate), as before RED replaced it. Off (the default): light
+    /// loss gets one frame back and the encoder is told no loss while RED is on — FEC's LBRR
+    /// copy and the robustness the expected loss asks of the encoder cost every frame's quality,
+    /// and RED's copies are the frames themselves.
+    public var fecWithRedundancy = false {
+        didSet { retarget() }
+    }
 
     /// The current loss estimate, 0…1 (FEC's: rises at once, decays slowly).
     public private(set) var lossEstimate = 0.0
@@ -165,6 +196,9 @@ public struct LossAdaptation: Sendable, Equatable {
     public private(set) var deepBursts = false
     /// What the encoder should use now.
     public private(set) var settings: Settings
+    /// The loss estimate in whole percent as last applied (with the hysteresis): what the
+    /// encoder is told while RED is off.
+    public private(set) var estimatedLossPercent = 0
     private var lastReport: MonotonicInstant?
     /// The previous report's fraction lost (the fast switch-on looks at two in a row).
     private var previousReported = 0.0
@@ -196,7 +230,8 @@ public struct LossAdaptation: Sendable, Equatable {
         lossEstimate = Double(max(0, initialExpectedLossPercent)) / 100
         settings = Settings(expectedLossPercent: 0, inBandFEC: false, bitrateBitsPerSecond: baseBitrateBitsPerSecond)
         protectingStart = allowsRedundancy && startsWithRedundancy
-        settings = target(expectedLossPercent: min(maximumExpectedLossPercent, max(0, initialExpectedLossPercent)), heavy: protectingStart)
+        estimatedLossPercent = min(maximumExpectedLossPercent, max(0, initialExpectedLossPercent))
+        settings = target(expectedLossPercent: estimatedLossPercent, heavy: protectingStart)
     }
 
     /// Takes a report's fraction lost (0…1, RTCP's 8-bit value / 256) and, when the peer sent a
@@ -230,7 +265,7 @@ public struct LossAdaptation: Sendable, Equatable {
         lastReport = now
         lossEstimate = max(lossEstimate, reported)
         let wanted = min(maximumExpectedLossPercent, Int((lossEstimate * 100).rounded()))
-        let current = settings.expectedLossPercent
+        let current = estimatedLossPercent
         let sustained = Int((sustainedLoss * 100).rounded())
         let meanRun = meanLossRunPackets ?? 1
         let bursty = meanRun >= burstyMeanRunPackets
@@ -250,7 +285,17 @@ public struct LossAdaptation: Sendable, Equatable {
                 heavy = true
                 sustainedLoss = max(sustainedLoss, mean)
                 protectingStart = false
-            } else if reports >= 3 && (meanPercent < offThreshold || reports >= startReports) {
+            } else if reports >= 3 && meanPercent < offThreshold && !bursty {
+                protectingStart = false
+            } else if reports >= startReports {
+                // Loss in runs is only released by the mean of all the start's reports (three
+                // reports of a path losing 4 % in runs often hold one run or none), and between
+                // the thresholds keeps the start's RED as the rule's own: the rule's switch-off
+                // threshold is what holds RED that is on, and FEC rebuilds one frame a run (at
+                // 4 % in runs a listener hears about 3 %). Loss alone between them releases it
+                // (FEC leaves under 1 % of independent loss under 10 % to concealment).
+                heavy = bursty && meanPercent >= offThreshold
+                if heavy { sustainedLoss = max(sustainedLoss, mean) }
                 protectingStart = false
             }
         }
@@ -261,21 +306,31 @@ public struct LossAdaptation: Sendable, Equatable {
         deepBursts = deep
         guard changes else { return nil }
         heavyLoss = heavy
+        estimatedLossPercent = wanted
         guard next != settings else { return nil }
         settings = next
         return next
     }
 
+    /// Applies a changed setting at once (not at the next report).
+    private mutating func retarget() {
+        settings = target(expectedLossPercent: estimatedLossPercent, heavy: heavyLoss || protectingStart, deep: deepBursts)
+    }
+
     private func target(expectedLossPercent: Int, heavy: Bool, deep: Bool = false) -> Settings {
         let redundancy = heavy || (allowsRedundancy && alwaysRedundant)
         let wanted = deep ? max(redundantFrameCount, deepRedundantFrameCount) : redundantFrameCount
-        let frames = redundancy ? min(Self.maximumRedundantFrames, max(1, wanted)) : 0
-        let increase = heavy
+        var frames = redundancy ? min(Self.maximumRedundantFrames, max(1, wanted)) : 0
+        // With RED negotiated, lighter loss gets one frame back instead of FEC, and the encoder
+        // is told no loss while RED is on (unless `fecWithRedundancy`).
+        if frames == 0 && allowsRedundancy && !fecWithRedundancy && expectedLossPercent > 0 { frames = 1 }
+        let fecReplaced = frames > 0 && !fecWithRedundancy
+        let told = fecReplaced ? 0 : expectedLossPercent
+        let increase = heavy || (fecReplaced && expectedLossPercent > 0)
             ? redundantBitrateIncrease
             : min(maximumBitrateIncrease, bitrateIncreasePerLoss * Double(expectedLossPercent) / 100)
         let bitrate = min(maximumBitrateBitsPerSecond, Int((Double(baseBitrateBitsPerSecond) * (1 + increase)).rounded()))
         return Settings(
-            expectedLossPercent: expectedLossPercent, inBandFEC: peerAcceptsFEC && expectedLossPercent > 0,
-            bitrateBitsPerSecond: bitrate, redundantFrames: frames)
+            expectedLossPercent: told, inBandFEC: peerAcceptsFEC && told > 0, bitrateBitsPerSecond: bitrate, redundantFrames: frames)
     }
 }
