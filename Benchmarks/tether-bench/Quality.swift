@@ -19,9 +19,10 @@ struct QualityBench: AsyncParsableCommand {
             datagrams with seeded random loss (0, 5, 10, 20 %) or Gilbert–Elliott bursts, both \
             ways. Each case runs three receivers side by side on the same loss seed: FEC + \
             concealment (Tether's default), concealment only (no FEC sent or used), and no \
-            recovery (a lost frame plays as silence). "Tether (all)" is the default: FEC, \
-            concealment and RED (each packet carries the two frames before it, three on long loss runs) from the \
-            first packet until the first reports show the path is not lossy, then from a sustained 10 % (5 % in runs). \
+            recovery (a lost frame plays as silence). "Tether (all)" is the default: concealment \
+            and RED (each packet carries the two frames before it, four on long loss runs) from the \
+            first packet until the first reports show the path is not lossy, then from a sustained 10 % (5 % in runs); \
+            one frame back instead of FEC under lighter loss. \
             Recordings are scored against the source \
             with P.862.2 wideband PESQ (PyPI `pesq`, Benchmarks/quality/pesq_score.py). \
             The baresip column is Debian's baresip calling itself through the same relay with the \
