@@ -14,6 +14,9 @@ let package = Package(
     dependencies: [
         // Command-line parsing for `tether` and `tether-bench`.
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        // The embedder's log stream: every message the library emits goes to a per-call `Logger`,
+        // handled by whatever backend the embedder bootstrapped.
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.0"),
     ],
     targets: [
         // MARK: C system libraries (Debian packages through pkg-config)
@@ -76,7 +79,7 @@ let package = Package(
             name: "Tether",
             dependencies: [
                 "TetherRealtime", "TetherCodec", "TetherRTP", "TetherICE", "TetherAudio", "TetherCore",
-                "TetherNetworkMonitor", "TetherDTLS",
+                "TetherNetworkMonitor", "TetherDTLS", .product(name: "Logging", package: "swift-log"),
             ]),
         // Fuzz targets for what comes from the network (SDP, RTP/RTCP, the jitter buffer), shared by
         // the libFuzzer executables below and the corpus-replay tests. scripts/fuzz.sh builds them.
@@ -97,6 +100,7 @@ let package = Package(
             dependencies: [
                 "Tether", "TetherAudio", "TetherTestbed", "TetherFaults",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
             ]),
         // The bench executable.
         .executableTarget(
@@ -105,6 +109,7 @@ let package = Package(
                 "TetherCodec", "TetherRTP", "TetherCore", "TetherRealtime", "CSRTP", "COpus", "CAllocationCounter", "CTetherVoice",
                 "Tether", "TetherTestbed", "TetherFaults", "TetherAudio", "TetherFaultLab",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             path: "Benchmarks/tether-bench"),
 
@@ -117,7 +122,12 @@ let package = Package(
         .testTarget(name: "TetherDTLSTests", dependencies: ["TetherDTLS", "TetherCore", "TetherRTP"]),
         .testTarget(name: "TetherAudioTests", dependencies: ["TetherAudio", "CAllocationCounter"]),
         .testTarget(name: "TetherCoreTests", dependencies: ["TetherCore"]),
-        .testTarget(name: "TetherTests", dependencies: ["Tether", "TetherAudio", "TetherTestbed", "TetherFaults", "CAllocationCounter"]),
+        .testTarget(
+            name: "TetherTests",
+            dependencies: [
+                "Tether", "TetherAudio", "TetherTestbed", "TetherFaults", "CAllocationCounter",
+                .product(name: "Logging", package: "swift-log"), .product(name: "InMemoryLogging", package: "swift-log"),
+            ]),
         .testTarget(name: "TetherFaultsTests", dependencies: ["TetherFaults", "CTetherNet"]),
         .testTarget(name: "TetherNetworkMonitorTests", dependencies: ["TetherNetworkMonitor", "CTetherNet"]),
         .testTarget(name: "TetherFuzzingTests", dependencies: ["TetherFuzzing"]),

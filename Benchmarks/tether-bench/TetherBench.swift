@@ -1,4 +1,5 @@
 import ArgumentParser
+import Logging
 import CAllocationCounter
 import COpus
 import CSRTP
@@ -17,6 +18,26 @@ struct TetherBench: AsyncParsableCommand {
         abstract: "Tether's performance: hot-path CPU and allocations against the C floor, mouth-to-ear latency through devices, speech quality under loss, recovery from real network faults.",
         subcommands: [RunBench.self, HotPathBench.self, RingsBench.self, LatencyBench.self, QualityBench.self, CodecQualityBench.self, EchoBench.self, CallsStepBench.self, FaultsBench.self, SetUpBenchCommand.self],
         defaultSubcommand: RunBench.self)
+
+    /// The benches' calls log warnings and above on stderr (their figures go to stdout); then
+    /// parses and runs the subcommand as ArgumentParser's own `main` does.
+    static func main() async {
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = .warning
+            return handler
+        }
+        do {
+            var command = try parseAsRoot()
+            if var asynchronous = command as? AsyncParsableCommand {
+                try await asynchronous.run()
+            } else {
+                try command.run()
+            }
+        } catch {
+            exit(withError: error)
+        }
+    }
 }
 
 /// Per-frame CPU of the send and receive paths against direct libopus + libsrtp calls, and heap

@@ -1,4 +1,5 @@
 import Glibc
+import Logging
 import TetherAudio
 import TetherCore
 import TetherCodec
@@ -115,6 +116,22 @@ public struct CallConfiguration: Sendable {
         case both
     }
 
+    /// The call's identifier, in every log message (metadata `call-id`) and in the call's report:
+    /// the embedder's own (a SIP Call-ID, a database key), 1…255 bytes; nil: a random UUID.
+    public var callId: String?
+
+    /// Where the call's log messages go: this logger with the call id added as metadata
+    /// (`call-id`), at its own level (the default: `Logger(label: "tether")`, whatever backend
+    /// the process bootstrapped, swift-log's stderr handler at `.info` if none). Levels:
+    /// `debug` for descriptions, candidates, encoder adaptations and re-keying; `info` for the
+    /// call's progress (states, the selected pair, first media, hold); `notice` for what the
+    /// reconnection does (disruption, ICE restarts, network changes, a new remote source);
+    /// `warning` for what degrades the call without ending it (device failures, dropped packets,
+    /// the peer not receiving us, non-terminal errors); `error` for what ends it. Nothing is
+    /// logged per packet or from a realtime thread, and no key material is ever logged: not the
+    /// descriptions (their `a=crypto` lines carry keys), only what they negotiated.
+    public var logger: Logger = Logger(label: "tether")
+
     /// Whether to watch the local addresses and links (rtnetlink) and re-gather candidates with
     /// an ICE restart when an address the call uses goes away or a link goes down.
     public var followsNetworkChanges: Bool
@@ -178,6 +195,9 @@ public struct CallConfiguration: Sendable {
         if let problem = reconnection.validate() { throw .invalidConfiguration("reconnection: \(problem)") }
         if let cname, cname.isEmpty || cname.utf8.count > 255 {
             throw .invalidConfiguration("cname must be 1…255 bytes")
+        }
+        if let callId, callId.isEmpty || callId.utf8.count > 255 {
+            throw .invalidConfiguration("callId must be 1…255 bytes")
         }
     }
 

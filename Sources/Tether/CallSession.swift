@@ -1,3 +1,4 @@
+import Logging
 import Synchronization
 import TetherAudio
 import TetherCodec
@@ -20,7 +21,12 @@ public actor CallSession {
     /// Every event of the call, in order, from its creation. Finishes after the `ended` state
     /// change. One consumer; more can follow the call with `subscribeToEvents()`.
     public nonisolated let events: AsyncStream<CallEvent>
-    private nonisolated let eventSink = EventBroadcaster()
+    private nonisolated let eventSink: EventBroadcaster
+    /// The call's identifier (`CallConfiguration.callId`, or a random UUID): in every log
+    /// message as `call-id`, and in the report.
+    public nonisolated let callId: String
+    /// The call's logger: the configuration's, with `call-id`.
+    private nonisolated let logger: Logger
     private nonisolated let internalSink: AsyncStream<InternalEvent>.Continuation
     private nonisolated let stateBox = Mutex<CallState>(.new)
     private nonisolated let statisticsContext: Mutex<StatisticsContext>
@@ -124,6 +130,11 @@ public actor CallSession {
         currentSource = configuration.audioSource
         currentSink = configuration.audioSink
         createdAtNanoseconds = MonotonicClock.nanoseconds()
+        callId = configuration.callId ?? Self.randomCallId()
+        var logger = configuration.logger
+        logger[metadataKey: "call-id"] = "\(callId)"
+        self.logger = logger
+        eventSink = EventBroadcaster(logger: logger)
         let frameSamples = configuration.opus.samplesPerFrame
         captureRing = SPSCRing(capacity: Self.powerOfTwo(atLeast: frameSamples * 8))
         playbackRing = SPSCRing(capacity: Self.powerOfTwo(atLeast: frameSamples * 4))
@@ -155,6 +166,16 @@ public actor CallSession {
         transport?.close()
         internalSink.finish()
         eventSink.finish()
+    }
+
+    /// A random (version 4) UUID in its lowercase text form.
+    static func randomCallId() -> String {
+        var bytes = (0..<16).map { _ in UInt8.random(in: 0...255) }
+        bytes[6] = bytes[6] & 0x0F | 0x40
+        bytes[8] = bytes[8] & 0x3F | 0x80
+        let hex = bytes.map { b in String(b, radix: 16).count == 1 ? "0" + String(b, radix: 16) : String(b, radix: 16) }.joined()
+        let i = Array(hex)
+        return [i[0..<8], i[8..<12], i[12..<16], i[16..<20], i[20..<32]].map { String($0) }.joined(separator: "-")
     }
 
     private static func powerOfTwo(atLeast n: Int) -> Int {
@@ -261,6 +282,7 @@ public actor CallSession {
             }
             guard let fresh else {
                 abandonRegather(token)
+                logger.notice("ICE restart: gathering found no candidate (no usable network)")
                 return .foundNothing
             }
             candidates = fresh
@@ -278,6 +300,11 @@ public actor CallSession {
         pendingOffer = .restart
         offeredHold = wantsHold
         restartsOffered += 1
+        logger.notice(
+            "ICE restart offered",
+            metadata: [
+                "attempt": "\(attempt.map(String.init) ?? "manual")", "regather": "\(regather)", "candidates": "\(candidates.count)",
+            ])
         eventSink.yield(.localDescription(SessionDescriptionMessage(kind: .offer, sdp: offer.serialized(), isRestart: true)))
         return .sent
     }
@@ -408,6 +435,7 @@ public actor CallSession {
         if isICERestart {
             try Self.applyRemoteICE(result, to: transport, describing: "restart offer")
             restartsAnswered += 1
+            logger.notice("ICE restart: answering the peer's restart offer")
         }
         offeredHold = wantsHold
         adopt(result, answering: true, offered: nil)
@@ -1176,6 +1204,14 @@ public actor CallSession {
         }
         let loop = MediaLoop(setup)
         media = loop
+        logger.info(
+            "media negotiated",
+            metadata: [
+                "payload-type": "\(result.opusPayloadType)", "ptime-ms": "\(setup.encoder.configuration.frameDurationMilliseconds)",
+                "bitrate": "\(setup.encoder.configuration.bitrateBitsPerSecond)", "srtp-suite": "\(ourKey.suite.rawValue)",
+                "red": "\(result.redundantAudio != nil)", "fec": "\(setup.encoder.configuration.inBandFEC)",
+                "direction": "\(result.direction)", "voice-processing": "\(voice?.settings.summary ?? "off")",
+            ])
         updateMicrophone()  // muted from the first frame when muted or holding
         let voiceSummary = voice?.settings.summary ?? "off"
         statisticsContext.withLock {
@@ -1423,6 +1459,7 @@ public actor CallSession {
     /// deadlines. Returns how long to sleep (nanoseconds), or nil to stop.
     private func drive() -> UInt64? {
         guard machine != nil, let media, !state.isEnded else { return nil }
+        drainMediaLog()
         let c = media.counters.read()
         if c.lastMediaArrivalNanoseconds > fedArrival {
             fedArrival = c.lastMediaArrivalNanoseconds
@@ -1563,10 +1600,23 @@ public actor CallSession {
         let ours = Set((gathered ?? []).compactMap { try? ICECandidate.parse($0) }.filter { $0.type != .relay }.map(\.address))
         let disrupted = state == .mediaDisrupted || state == .renewingMedia
         switch networkJudge.verdict(change: change, usable: usable, pair: selectedPair, gatheredAddresses: ours, disrupted: disrupted) {
-        case .ignore: break
-        case .renew: feed(.localNetworkChanged)
-        case .lost: feed(.localNetworkLost)
+        case .ignore:
+            logger.debug("local network changed; the call's path is not affected", metadata: ["usable-addresses": "\(usable.count)"])
+        case .renew:
+            logger.notice("local network changed under the call's path: renewing it", metadata: ["usable-addresses": "\(usable.count)"])
+            feed(.localNetworkChanged)
+        case .lost:
+            logger.notice("no usable local address left: waiting for a network")
+            feed(.localNetworkLost)
         }
+    }
+
+    /// Turns what the media loop posted since the last call into log messages (the driver's
+    /// pass, every 20 ms at most, and the call's end).
+    private func drainMediaLog() {
+        guard let media else { return }
+        let lost = media.log.drain { MediaLogEvent.emit($0, to: logger) }
+        if lost > 0 { logger.warning("media: \(lost) log record\(lost == 1 ? "" : "s") lost on a full ring") }
     }
 
     private func emitStatistics() {
@@ -1586,11 +1636,13 @@ public actor CallSession {
     private func handle(_ event: InternalEvent) {
         switch event {
         case .ice(.gatheringDone(let candidates)):
+            logger.debug("candidates gathered", metadata: ["candidates": "\(candidates.count)"])
             gathered = candidates
             let waiters = gatherWaiters
             gatherWaiters = []
             for w in waiters { w.resume(returning: candidates) }
         case .ice(.componentStateChanged(let s)):
+            logger.debug("ICE component \(s)")
             // A side that receives nothing by negotiation (the peer is recvonly or inactive) has
             // no first decoded frame to wait for: a working ICE path is as far as it can see.
             if s == .failed && (state == .established || state == .mediaDisrupted || state == .renewingMedia) { feed(.iceFailed) }
@@ -1650,6 +1702,7 @@ public actor CallSession {
         sourceRunning = false
         media?.stop(sendBye: sendBye && mediaRunning)
         mediaRunning = false
+        drainMediaLog()  // the loop's last records: the worker no longer runs it
         if sinkRunning { currentSink.stop() }
         sinkRunning = false
         if let dtls {

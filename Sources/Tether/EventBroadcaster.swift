@@ -1,3 +1,4 @@
+import Logging
 import Synchronization
 
 /// Delivers every call event, in order, to each subscriber's stream.
@@ -11,6 +12,12 @@ final class EventBroadcaster: Sendable {
     }
 
     private let state = Mutex(State())
+    /// Every event is also logged here (the call's logger), as it is delivered.
+    let logger: Logger
+
+    init(logger: Logger) {
+        self.logger = logger
+    }
 
     /// A new stream of the events from now on (finished at once if the call has ended).
     func subscribe() -> AsyncStream<CallEvent> {
@@ -24,6 +31,7 @@ final class EventBroadcaster: Sendable {
     }
 
     func yield(_ event: CallEvent) {
+        Self.log(event, to: logger)
         let targets = state.withLock { $0.finished ? [] : $0.continuations }
         for c in targets { c.yield(event) }
     }
@@ -35,5 +43,71 @@ final class EventBroadcaster: Sendable {
             return s.continuations
         }
         for c in targets { c.finish() }
+    }
+}
+
+extension EventBroadcaster {
+    /// The log message of an event (statistics are not logged: they are the report's). A
+    /// description is logged by kind and size, never its text: SDES descriptions carry keys.
+    static func log(_ event: CallEvent, to logger: Logger) {
+        switch event {
+        case .stateChanged(let from, let to, let seconds):
+            var metadata: Logger.Metadata = [
+                "state": "\(to.name)", "from": "\(from.name)", "seconds": "\((seconds * 1000).rounded() / 1000)",
+            ]
+            var level = Logger.Level.info
+            var message = "call \(to.name)"
+            switch to {
+            case .mediaDisrupted, .renewingMedia:
+                level = .notice
+            case .ended(let reason):
+                metadata["cause"] = "\(reason.cause)"
+                metadata["cause-code"] = "\(reason.causeCode)"
+                if let sip = reason.sipCode { metadata["sip-code"] = "\(sip)" }
+                if let phrase = reason.sipPhrase { metadata["sip-phrase"] = "\(phrase)" }
+                if let error = reason.error { metadata["error-code"] = "\(error.code.rawValue)" }
+                message = "call ended: \(reason)"
+                switch reason.cause {
+                case .localHangup, .remoteHangup: level = .notice
+                case .connectionFailed, .connectionTimeout, .mediaTimeout, .error: level = .error
+                }
+            default:
+                break
+            }
+            logger.log(level: level, "\(message)", metadata: metadata)
+        case .localDescription(let d):
+            logger.debug(
+                "sent \(d.isRestart ? "restart " : "")\(d.kind.rawValue)",
+                metadata: ["kind": "\(d.kind.rawValue)", "restart": "\(d.isRestart)", "bytes": "\(d.sdp.utf8.count)"])
+        case .error(let e):
+            logger.log(
+                level: e.isTerminal ? .error : .warning, "\(e.message)",
+                metadata: ["error-code": "\(e.code.rawValue)", "terminal": "\(e.isTerminal)", "retryable": "\(e.canRetry)"])
+        case .statistics:
+            break
+        case .outboundMediaChanged(let disrupted):
+            if disrupted {
+                logger.warning("the peer stopped receiving our media")
+            } else {
+                logger.notice("the peer receives our media again")
+            }
+        case .audioDevice(let direction, let deviceEvent):
+            switch deviceEvent {
+            case .failed(let error):
+                logger.warning("\(direction.rawValue) device failed: \(error)", metadata: ["direction": "\(direction.rawValue)"])
+            case .recovered(let name):
+                logger.notice("\(direction.rawValue) device recovered", metadata: ["direction": "\(direction.rawValue)", "device": "\(name)"])
+            case .moved(let name):
+                logger.notice("\(direction.rawValue) moved to another device", metadata: ["direction": "\(direction.rawValue)", "device": "\(name)"])
+            }
+        case .candidatePairSelected(let local, let remote, let localType, let remoteType):
+            logger.info(
+                "selected pair \(localType) → \(remoteType)",
+                metadata: ["local": "\(local)", "remote": "\(remote)", "local-type": "\(localType)", "remote-type": "\(remoteType)"])
+        case .dtmf(let digit, let milliseconds):
+            logger.debug("received DTMF", metadata: ["digit": "\(digit)", "duration-ms": "\(milliseconds)"])
+        case .holdChanged(let hold):
+            logger.info("\(hold)", metadata: ["local-hold": "\(hold.local)", "remote-hold": "\(hold.remote)"])
+        }
     }
 }

@@ -71,6 +71,10 @@ final class MediaLoop: @unchecked Sendable {
     }
 
     let counters = SeqlockCell(MediaCounters())
+    /// What the loop has to say, as fixed-size records (`MediaLogEvent`) the session turns into
+    /// log messages: the media thread posts, the session drains.
+    let log = RealtimeLog(capacity: 256)
+    private var dropReporting = DropReporting()
     /// Whether the negotiated direction lets us send RTP; changed by re-offers (hold/resume).
     /// Relaxed: a flag read once per frame, it guards no other data.
     let sendsMedia: Atomic<Bool>
@@ -336,6 +340,7 @@ final class MediaLoop: @unchecked Sendable {
         if now >= nextPublish {
             updateBitrates(now: now)
             publish()
+            dropReporting.check(stats, now: now, into: log)
             nextPublish = now + 100_000_000
         }
     }
@@ -489,11 +494,15 @@ final class MediaLoop: @unchecked Sendable {
         outbound = pair.outbound
         inbound = pair.inbound
         acceptsNewSource = true
+        log.post(RealtimeLogRecord(event: MediaLogEvent.keysReplaced.rawValue, nanoseconds: MonotonicClock.nanoseconds()))
     }
 
     /// The first packet of another source after a re-key (the call moved to another device):
     /// reception and playout start over for it; loss counted so far is kept.
-    private func switchSource(to ssrc: UInt32) {
+    private func switchSource(to ssrc: UInt32, now: UInt64) {
+        log.post(
+            RealtimeLogRecord(
+                event: MediaLogEvent.sourceSwitched.rawValue, nanoseconds: now, a: Int64(remoteSSRC ?? 0), b: Int64(ssrc)))
         lostBeforeSourceChange += Int(reception.cumulativeLost)
         reception = ReceptionStatistics()
         lossRunLengthNext = nil
@@ -550,7 +559,7 @@ final class MediaLoop: @unchecked Sendable {
             header = try RTPHeader.parse(plain)
             if acceptsNewSource {
                 acceptsNewSource = false
-                if let current = remoteSSRC, header.ssrc != current { switchSource(to: header.ssrc) }
+                if let current = remoteSSRC, header.ssrc != current { switchSource(to: header.ssrc, now: arrivalNanoseconds) }
             }
             isEvent = dtmfReceiver != nil
                 && (header.payloadType == telephoneEventPayloadType || (alternateDTMFReceiver != nil && header.payloadType == alternateEventPayloadType))
@@ -560,7 +569,10 @@ final class MediaLoop: @unchecked Sendable {
             stats.malformedPackets += 1
             return
         }
-        if remoteSSRC == nil { remoteSSRC = header.ssrc }
+        if remoteSSRC == nil {
+            remoteSSRC = header.ssrc
+            log.post(RealtimeLogRecord(event: MediaLogEvent.firstMediaReceived.rawValue, nanoseconds: arrivalNanoseconds, a: Int64(header.ssrc)))
+        }
         // Arrival in RTP units (48 kHz): nanoseconds × 48 / 1 000 000, mod 2^32.
         let arrivalUnits = UInt32(truncatingIfNeeded: arrivalNanoseconds / 1_000_000 &* 48 &+ (arrivalNanoseconds % 1_000_000) &* 48 / 1_000_000)
         // An event update carries its event's start, not its sampling instant: no jitter sample.
@@ -722,8 +734,21 @@ final class MediaLoop: @unchecked Sendable {
             return
         }
         stats.encoderExpectedLossPercent = settings.expectedLossPercent
+        let framesBefore = redundancyInUse != nil ? redundantFramesInUse : 0
+        let fecBefore = stats.encoderInBandFEC
         redundancyInUse = settings.redundancy ? setup.redundantAudio : nil
         redundantFramesInUse = settings.redundantFrames
+        let now = MonotonicClock.nanoseconds()
+        log.post(
+            RealtimeLogRecord(
+                event: MediaLogEvent.encoderAdapted.rawValue, nanoseconds: now, a: Int64(lossAdaptation.estimatedLossPercent),
+                b: Int64(settings.expectedLossPercent), c: Int64(settings.bitrateBitsPerSecond)))
+        let framesNow = redundancyInUse != nil ? redundantFramesInUse : 0
+        if framesNow != framesBefore || settings.inBandFEC != fecBefore {
+            log.post(
+                RealtimeLogRecord(
+                    event: MediaLogEvent.redundancyChanged.rawValue, nanoseconds: now, a: Int64(framesNow), b: settings.inBandFEC ? 1 : 0))
+        }
         stats.encoderRedundantFrames = redundancyInUse != nil ? redundantFramesInUse : 0
         stats.encoderInBandFEC = settings.inBandFEC
         stats.encoderBitrateBitsPerSecond = settings.bitrateBitsPerSecond

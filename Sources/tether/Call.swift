@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import Logging
 import Tether
 
 /// `tether call`: one side of a call as a process; signaling travels as JSON lines on stdin/stdout.
@@ -7,7 +8,7 @@ struct Call: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "One side of a call. Signaling and reports are JSON lines on stdout; commands and the peer's lines on stdin.",
         discussion: """
-            Every line printed on stdout is one JSON object with a "type" field. Deliver every line verbatim to the peer's stdin (by any transport); each side ignores the types it does not use. Human-readable logs go to stderr.
+            Every line printed on stdout is one JSON object with a "type" field. Deliver every line verbatim to the peer's stdin (by any transport); each side ignores the types it does not use. Logs go to stderr (--log-level, --log-format text or json), each message with the call's call-id (--call-id, or a random UUID).
 
             Printed types: offer and answer (sdp, restart); state (state, seconds, and on ended: cause, causeCode, sipCode, errorCode); error (code, terminal, retryable, message); statistics (with direction, localHold, remoteHold and DTMF counts); pair (local, remote, localType, remoteType); outbound (disrupted); device (direction, event); hold-state (local, remote, direction) when who holds the call changes; dtmf-received (digit, durationMs) for each digit the peer sent.
 
@@ -72,35 +73,43 @@ struct Call: AsyncParsableCommand {
     @Option(help: "Hang up after this many seconds (default: run until hangup).")
     var duration: Double?
 
+    @Option(help: "The call's identifier in every log message and the report (default: a random UUID).")
+    var callId: String?
+
     @OptionGroup var voice: VoiceOptions
+    @OptionGroup var logging: LoggingOptions
 
     enum Role: String, ExpressibleByArgument, Sendable { case offer, answer }
 
     func run() async throws {
         let output = JSONLineWriter()
-        let configuration: CallConfiguration
+        var log = logging.bootstrap()
+        var configuration: CallConfiguration
         do {
             configuration = try makeConfiguration()
         } catch {
-            Log.error("\(error)")
+            log.error("\(error)")
             throw ExitCode(1)
         }
+        configuration.logger = log
         let session: CallSession
         do {
             session = try CallSession(configuration: configuration)
         } catch {
-            Log.error("\(error)")
+            log.error("\(error.message)", metadata: ["error-code": "\(error.code.rawValue)"])
             output.write(["type": "error", "code": error.code.rawValue, "terminal": true, "retryable": error.canRetry, "message": error.message])
             throw ExitCode(1)
         }
-        let exitCode = try await Self.hold(session, role: role, duration: duration, output: output)
+        // The command's own messages carry the call id too.
+        log[metadataKey: "call-id"] = "\(session.callId)"
+        let exitCode = try await Self.hold(session, role: role, duration: duration, output: output, log: log)
         throw ExitCode(exitCode)
     }
 
     /// Runs the call until it ends and returns its exit code. Every task that holds the session
     /// has finished when this returns, so the session is freed before the process exits (an ASan
     /// build's leak check at exit then sees nothing of it).
-    static func hold(_ session: CallSession, role: Role, duration: Double?, output: JSONLineWriter) async throws -> Int32 {
+    static func hold(_ session: CallSession, role: Role, duration: Double?, output: JSONLineWriter, log: Logger) async throws -> Int32 {
         let outcome = CallOutcome()
         let reporter = Task { await Self.report(session.events, of: session, to: output, outcome: outcome) }
         try await session.start()
@@ -112,7 +121,7 @@ struct Call: AsyncParsableCommand {
                 await session.end(dueTo: error)
             }
         }
-        let input = Task { await Self.readCommands(into: session, outcome: outcome, output: output) }
+        let input = Task { await Self.readCommands(into: session, outcome: outcome, output: output, log: log) }
         let timer = duration.map { duration in
             Task {
                 try? await Task.sleep(for: .seconds(duration))
@@ -147,6 +156,7 @@ struct Call: AsyncParsableCommand {
         c.reconnection.renewalDelaySeconds = renewalDelay
         c.reconnection.pathProbeSeconds = pathProbe
         c.reconnection.giveUpSeconds = giveUp
+        c.callId = callId
         return c
     }
 
@@ -156,7 +166,6 @@ struct Call: AsyncParsableCommand {
             switch event {
             case .localDescription(let d):
                 output.write(["type": d.kind.rawValue, "sdp": d.sdp, "restart": d.isRestart])
-                Log.info("sent \(d.isRestart ? "restart " : "")\(d.kind.rawValue)")
             case .stateChanged(_, let to, let seconds):
                 var line: [String: Any] = ["type": "state", "state": to.name, "seconds": (seconds * 1000).rounded() / 1000]
                 if case .ended(let reason) = to {
@@ -167,10 +176,8 @@ struct Call: AsyncParsableCommand {
                     outcome.record(reason)
                 }
                 output.write(line)
-                Log.info(String(format: "%8.3f s  %@", seconds, to.description))
             case .error(let e):
                 output.write(["type": "error", "code": e.code.rawValue, "terminal": e.isTerminal, "retryable": e.canRetry, "message": e.message])
-                Log.error(e.description)
             case .statistics(let s):
                 output.write(StatisticsJSON.object(s))
             case .audioDevice(let direction, let deviceEvent):
@@ -183,22 +190,19 @@ struct Call: AsyncParsableCommand {
                 output.write(line)
             case .outboundMediaChanged(let disrupted):
                 output.write(["type": "outbound", "disrupted": disrupted])
-                Log.info(disrupted ? "the peer stopped receiving our media" : "the peer receives our media again")
             case .candidatePairSelected(let local, let remote, let lt, let rt):
                 output.write(["type": "pair", "local": local, "remote": remote, "localType": lt, "remoteType": rt])
             case .dtmf(let digit, let milliseconds):
                 output.write(["type": "dtmf-received", "digit": String(digit), "durationMs": milliseconds])
-                Log.info("received DTMF \(digit) (\(milliseconds) ms)")
             case .holdChanged(let hold):
                 let direction = session.statistics().direction
                 output.write(["type": "hold-state", "local": hold.local, "remote": hold.remote, "direction": direction])
-                Log.info("\(hold) (\(direction))")
             }
         }
     }
 
     /// Reads the peer's descriptions and the user's commands from stdin.
-    static func readCommands(into session: CallSession, outcome: CallOutcome, output: JSONLineWriter) async {
+    static func readCommands(into session: CallSession, outcome: CallOutcome, output: JSONLineWriter, log: Logger) async {
         do {
             for try await line in StandardInputLines.stream() {
                 let trimmed = line.trimmingCharacters(in: .whitespaces)
@@ -213,7 +217,7 @@ struct Call: AsyncParsableCommand {
                     guard let data = trimmed.data(using: .utf8),
                         let o = try? JSONSerialization.jsonObject(with: data) as? [String: Any], let t = o["type"] as? String
                     else {
-                        Log.error("ignored a line that is not a JSON object with a type")
+                        log.warning("ignored an input line that is not a JSON object with a type")
                         continue
                     }
                     object = o
@@ -223,12 +227,12 @@ struct Call: AsyncParsableCommand {
                 case "offer":
                     guard let sdp = object["sdp"] as? String else { continue }
                     do { _ = try await session.acceptOffer(sdp) } catch {
-                        await Self.negotiationFailed(error, session: session, outcome: outcome, output: output)
+                        await Self.negotiationFailed(error, session: session, outcome: outcome, output: output, log: log)
                     }
                 case "answer":
                     guard let sdp = object["sdp"] as? String else { continue }
                     do { try await session.applyAnswer(sdp) } catch {
-                        await Self.negotiationFailed(error, session: session, outcome: outcome, output: output)
+                        await Self.negotiationFailed(error, session: session, outcome: outcome, output: output, log: log)
                     }
                 case "hangup":
                     await session.hangUp(sipCode: object["sipCode"] as? Int, sipPhrase: object["sipPhrase"] as? String)
@@ -242,7 +246,7 @@ struct Call: AsyncParsableCommand {
                     do {
                         if type == "hold" { try await session.hold() } else { try await session.resume() }
                     } catch {
-                        refused(error, output: output)
+                        refused(error, output: output, log: log)
                     }
                 case "dtmf":
                     guard let digits = object["digits"] as? String else { continue }
@@ -251,14 +255,14 @@ struct Call: AsyncParsableCommand {
                     do {
                         try await session.sendDTMF(digits, toneDuration: .milliseconds(toneMs), gap: .milliseconds(gapMs))
                     } catch {
-                        refused(error, output: output)
+                        refused(error, output: output, log: log)
                     }
                 default:
                     continue  // the peer's state, statistics, error and pair lines
                 }
             }
         } catch {
-            Log.error("stdin: \(error)")
+            log.error("stdin: \(error)")
         }
         if !Task.isCancelled { await session.hangUp() }  // end of input
     }
@@ -266,20 +270,20 @@ struct Call: AsyncParsableCommand {
     /// A description from the peer could not be used. The first offer or answer ends the call
     /// (an `error` line with the code, then `ended` with cause `error` and `errorCode`, exit 2);
     /// a later one (a restart) is reported as a non-terminal `error` line and the call goes on.
-    static func negotiationFailed(_ error: TetherError, session: CallSession, outcome: CallOutcome, output: JSONLineWriter) async {
+    static func negotiationFailed(_ error: TetherError, session: CallSession, outcome: CallOutcome, output: JSONLineWriter, log: Logger) async {
         if session.state == .new {
             outcome.recordNegotiationFailure()
             await session.end(dueTo: error)  // the events stream prints the error and the ended lines
         } else {
-            refused(error, output: output)
+            refused(error, output: output, log: log)
         }
     }
 
     /// Something the call refused (a restart description, a command): a non-terminal `error`
     /// line, and the log; the call goes on.
-    static func refused(_ error: TetherError, output: JSONLineWriter) {
+    static func refused(_ error: TetherError, output: JSONLineWriter, log: Logger) {
         output.write(["type": "error", "code": error.code.rawValue, "terminal": false, "retryable": error.canRetry, "message": error.message])
-        Log.error(error.description)
+        log.warning("refused: \(error.message)", metadata: ["error-code": "\(error.code.rawValue)"])
     }
 }
 
@@ -328,12 +332,6 @@ final class JSONLineWriter: @unchecked Sendable {
             FileHandle.standardOutput.write(data + Data([0x0A]))
         }
     }
-}
-
-/// Human logs on stderr.
-enum Log {
-    static func info(_ s: String) { FileHandle.standardError.write(Data(("tether: " + s + "\n").utf8)) }
-    static func error(_ s: String) { FileHandle.standardError.write(Data(("tether: error: " + s + "\n").utf8)) }
 }
 
 /// `tone[:HZ[:DBFS]]`, `wav:PATH`, `pulse[:NAME]`, `alsa[:PCM]`, `discard`.

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import Logging
 import Tether
 import TetherAudio
 import TetherFaults
@@ -74,6 +75,7 @@ struct Demo: AsyncParsableCommand {
     var dtmfAt: Double = 1
 
     @OptionGroup var voice: VoiceOptions
+    @OptionGroup var logging: LoggingOptions
 
     func validate() throws {
         guard duration > 0 && duration <= 3600 else { throw ValidationError("--duration must be in (0, 3600]") }
@@ -100,6 +102,9 @@ struct Demo: AsyncParsableCommand {
             audioSink: try outputA.map { try AudioEndpointSpec.sink($0, periodMilliseconds: period) } ?? WAVFileSink(path: aWAV),
             opus: opus, localAddresses: ["127.0.0.1"], statisticsIntervalSeconds: 0, cname: "demo-a")
         aConfiguration.keying = keying
+        let log = logging.bootstrap(defaultLevel: .warning)
+        aConfiguration.logger = log
+        aConfiguration.logger[metadataKey: "side"] = "A"
         aConfiguration.voiceProcessing = voice.settings(for: aConfiguration.audioSource)
         let a = try CallSession(configuration: aConfiguration)
         var bConfiguration = CallConfiguration(
@@ -108,6 +113,8 @@ struct Demo: AsyncParsableCommand {
             audioSink: try outputB.map { try AudioEndpointSpec.sink($0, periodMilliseconds: period) } ?? WAVFileSink(path: bWAV),
             opus: opus, localAddresses: ["127.0.0.1"], statisticsIntervalSeconds: 0, cname: "demo-b")
         bConfiguration.voiceProcessing = voice.settings(for: bConfiguration.audioSource)
+        bConfiguration.logger = log
+        bConfiguration.logger[metadataKey: "side"] = "B"
         let b = try CallSession(configuration: bConfiguration)
         var plan = "A sends \(Int(aFrequency)) Hz, B sends \(Int(bFrequency)) Hz at \(level) dBFS over ICE on 127.0.0.1"
         if let relay { plan += " through the impairment relay (ports \(relay.portA)/\(relay.portB))" }

@@ -30,7 +30,8 @@ final class CallProcess: @unchecked Sendable {
         try self.init(name: name, namespace: nil, arguments: program, executable: true)
     }
 
-    init(name: String, namespace: String? = nil, arguments: [String], executable: Bool = false) throws {
+    /// - Parameter stderrPath: a file that receives the process's stderr (its log); none: discarded.
+    init(name: String, namespace: String? = nil, arguments: [String], executable: Bool = false, stderrPath: String? = nil) throws {
         // A peer that already exited must not kill the test process with SIGPIPE.
         signal(SIGPIPE, SIG_IGN)
         self.name = name
@@ -46,7 +47,12 @@ final class CallProcess: @unchecked Sendable {
         }
         process.standardInput = input
         process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
+        if let stderrPath {
+            FileManager.default.createFile(atPath: stderrPath, contents: nil)
+            process.standardError = FileHandle(forWritingAtPath: stderrPath)
+        } else {
+            process.standardError = FileHandle.nullDevice
+        }
         let buffer = Mutex<Data>(Data())
         output.fileHandleForReading.readabilityHandler = { [weak self] handle in
             let chunk = handle.availableData

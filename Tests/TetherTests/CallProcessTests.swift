@@ -70,6 +70,56 @@ struct CallProcessTests {
         #expect(await b.waitForExit(timeoutSeconds: 10) == 0)
     }
 
+    /// `--log-format json --log-level debug --call-id …`: every stderr line is one JSON object with
+    /// time, level, label and message, and the call id the command was given; the call's progress
+    /// and an ICE restart are in it; no SRTP key of any description the two sides exchanged
+    /// (the first offer and answer, the restart's) is. The other side, at `--log-level warning`,
+    /// logs nothing of a clean call's progress.
+    @Test func jsonLogLinesCarryTheCallIdAndNoKeyMaterial() async throws {
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let a = try CallProcess(
+            name: "A",
+            arguments: [
+                "--role", "offer", "--local-address", "127.0.0.1", "--statistics-interval", "0", "--log-format", "json", "--log-level", "debug",
+                "--call-id", "cli-call-1",
+            ], stderrPath: dir + "/a.log")
+        let b = try CallProcess(
+            name: "B", arguments: ["--role", "answer", "--local-address", "127.0.0.1", "--statistics-interval", "0", "--log-level", "warning"],
+            stderrPath: dir + "/b.log")
+        a.relayLines(to: b)
+        b.relayLines(to: a)
+        #expect(await a.waitFor(state: "established", timeoutSeconds: 10) != nil)
+        #expect(await b.waitFor(state: "established", timeoutSeconds: 10) != nil)
+        a.send("renew")
+        let restartAnswered = { b.objects.contains { $0.object["type"] as? String == "answer" && $0.object["restart"] as? Bool == true } }
+        #expect(await waitUntil(timeoutSeconds: 10) { restartAnswered() })
+        a.send("hangup")
+        #expect(await a.waitForExit(timeoutSeconds: 10) == 0)
+        #expect(await b.waitForExit(timeoutSeconds: 10) == 0)
+
+        let descriptions = (a.objects + b.objects).compactMap { $0.object["sdp"] as? String }
+        let keys = descriptions.flatMap(inlineKeys)
+        #expect(descriptions.count >= 4 && keys.count >= 4, "\(descriptions.count) descriptions, \(keys.count) keys")
+        let lines = try String(contentsOfFile: dir + "/a.log", encoding: .utf8).split(separator: "\n").map(String.init)
+        let objects = lines.compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        #expect(!lines.isEmpty && objects.count == lines.count, "every line is a JSON object: \(lines.prefix(3))")
+        for o in objects {
+            #expect(o["call-id"] as? String == "cli-call-1" && o["label"] as? String == "tether" && o["time"] is String, "\(o)")
+            #expect(["trace", "debug", "info", "notice", "warning", "error", "critical"].contains(o["level"] as? String ?? ""), "\(o)")
+        }
+        let messages = objects.compactMap { $0["message"] as? String }
+        for expected in ["call established", "selected pair host → host", "media: first packet from the peer", "ICE restart offered", "sent restart offer"] {
+            #expect(messages.contains(expected), "no '\(expected)' in \(messages)")
+        }
+        #expect(objects.contains { $0["level"] as? String == "notice" && $0["cause"] as? String == "local hang-up" })
+        for line in lines {
+            #expect(!line.contains("inline:") && !keys.contains { line.contains($0) }, "key material in \(line)")
+        }
+        let bLog = try String(contentsOfFile: dir + "/b.log", encoding: .utf8)
+        #expect(!bLog.contains("established") && !bLog.contains("selected pair"), "B logged below warning: \(bLog)")
+    }
+
     @Test func badUsageExitsWithCode1() async throws {
         let a = try CallProcess(name: "A", arguments: ["--role", "offer", "--ptime", "30"])
         #expect(await a.waitForExit(timeoutSeconds: 10) == 1)
@@ -182,4 +232,14 @@ struct CallProcessTests {
 func fixturePath(_ relative: String) -> String {
     URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .appendingPathComponent("Fixtures").appendingPathComponent(relative).path
+}
+
+/// The SRTP master keys and salts (`inline:` base64) a description carries, and each one's first
+/// 16 characters (a log that cut a key would still leak most of it).
+func inlineKeys(_ sdp: String) -> [String] {
+    sdp.split(separator: "\n").flatMap { line -> [String] in
+        guard let range = line.range(of: "inline:") else { return [] }
+        let key = String(line[range.upperBound...].prefix { !"|\r ".contains($0) })
+        return [key, String(key.prefix(16))]
+    }
 }

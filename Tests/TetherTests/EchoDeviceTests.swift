@@ -46,6 +46,8 @@ struct EchoDeviceTests {
         #expect(await ra.waitFor("established", timeoutSeconds: 10) != nil)
         #expect(a.statistics().voiceProcessing == "webrtc: AEC NS AGC HPF")
 
+        /// Every window's reading, for the failure message (a CI run's output keeps only its tail).
+        var readings: [String] = []
         /// The echo at the microphone against what the peer heard, over successive 2 s windows
         /// from 2 s after now, until it reaches 25 dB or 12 s have passed; the last window's figure.
         func reduction(_ label: String) async throws -> Double {
@@ -60,15 +62,22 @@ struct EchoDeviceTests {
                 let heardLevel = ToneAnalysis.rmsDBFS(try samplesWrittenSoFar(heard).suffix(Int(1.8 * 48_000)))
                 let f = a.statistics().voiceProcessingFigures
                 let elapsed = (ContinuousClock.now - start) / .seconds(1)
-                print("echo \(label), window \(window) (to \(String(format: "%.1f", elapsed)) s): at the microphone \(atMic) dBFS, heard by the peer \(heardLevel) dBFS; measured delay \(String(describing: f.measuredEchoDelayMilliseconds)) ms (r \(f.measuredEchoDelayCorrelation)), ERLE \(String(describing: f.echoReturnLossEnhancementDecibels))")
+                let reading = String(
+                    format: "%@ window %d (to %.1f s): mic %.1f dBFS, heard %.1f dBFS, delay %@ ms (r %.3f), told %d ms, ERLE %@", label, window,
+                    elapsed, atMic, heardLevel, f.measuredEchoDelayMilliseconds.map { "\($0)" } ?? "none", f.measuredEchoDelayCorrelation,
+                    f.reportedDelayMilliseconds, f.echoReturnLossEnhancementDecibels.map { "\($0)" } ?? "none")
+                readings.append(reading)
+                print("echo " + reading)
                 #expect(atMic > -37, "the echo path brought \(atMic) dBFS back: no echo to cancel")
                 if atMic - heardLevel >= 25 || elapsed >= 12 { return atMic - heardLevel }
             }
         }
-        #expect(try await reduction("60ms") >= 25)
+        let first = try await reduction("60ms")
+        #expect(first >= 25, "\(readings)")
         path.remove()
         path = try EchoPath(latencyMilliseconds: 160, volumePercent: 100)
-        #expect(try await reduction("160ms") >= 25)
+        let second = try await reduction("160ms")
+        #expect(second >= 25, "\(readings)")
         let figures = a.statistics().voiceProcessingFigures
         #expect(figures.captureChunks > 500 && figures.playbackChunks > 500)
         #expect((figures.measuredEchoDelayMilliseconds ?? 0) >= 160)

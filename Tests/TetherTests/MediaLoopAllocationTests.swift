@@ -181,6 +181,9 @@ struct MediaLoopAllocationTests {
             transport: net.b, ring: net.ringB, send: keyB, receive: keyA, capture: captureB, playback: playbackB, telephoneEvent: events,
             voice: voice, red: red)
         var dropped = 0
+        /// Five junk datagrams in the counted periods (100..<400), the last 1.4 s before their end.
+        func injectsJunk(_ i: Int) -> Bool { i >= 100 && i < 340 && i % 50 == 27 }
+        let junkDatagram: [UInt8] = [0x80, 0x6F, 0x00, 0x01, 0x00]
         let frame = UnsafeMutableBufferPointer<Int16>.allocate(capacity: 960)
         defer { frame.deallocate() }
         let sink = UnsafeMutableBufferPointer<Int16>.allocate(capacity: 960)
@@ -197,14 +200,19 @@ struct MediaLoopAllocationTests {
                 phase += 2 * Double.pi * 440 / 48_000
             }
             _ = captureA.writeAll(UnsafeBufferPointer(frame))
+            // Now and then a datagram too short for RTP goes first (B drops and counts it, and
+            // its loop posts a log record about it, at most one a second).
+            let junk = injectsJunk(i)
+            if junk { _ = junkDatagram.withUnsafeBytes { net.a.send($0) } }
             let now = advanceManualClock(byNanoseconds: 19_000_000)
             loopA.processOnce(now: now)
             // Wait (without allocating) for the datagram to come round through libnice; its
             // arrival is stamped `now`. The deadline is the real clock's: a generous bound.
             let deadline = MonotonicClock.nanoseconds() + 2_000_000_000
-            while net.ringB.count == 0 {
+            let expected = junk ? 2 : 1
+            while net.ringB.count < expected {
                 let ticket = net.wakeB.prepareToWait()
-                if net.ringB.count > 0 || !net.wakeB.wait(ticket, untilMonotonicNanoseconds: deadline) { break }
+                if net.ringB.count >= expected || !net.wakeB.wait(ticket, untilMonotonicNanoseconds: deadline) { break }
             }
             if red && i % 10 == 5, net.ringB.pop({ _, _ in }) != nil { dropped += 1 }  // lost on the way
             loopB.processOnce(now: advanceManualClock(byNanoseconds: 1_000_000))
@@ -227,6 +235,7 @@ struct MediaLoopAllocationTests {
         loopA.publish()
         loopB.publish()
         let before = loopB.counters.read()
+        loopB.log.drain { _ in }  // the warm-up's records (the first packet, the encoder's settings)
         let droppedBefore = dropped
         let sentBefore = loopA.counters.read().packetsSent
         let rtcpBefore = (a: loopA.counters.read(), b: loopB.counters.read())
@@ -241,6 +250,14 @@ struct MediaLoopAllocationTests {
         let received = after.packetsReceived - before.packetsReceived
         let decoded = after.framesDecoded - before.framesDecoded
         #expect(sent == 300)
+        // The junk was dropped, counted, and reported in B's log records (posted in the counted
+        // periods: no allocation of their own).
+        #expect(after.malformedPackets - before.malformedPackets == 5)
+        var junkLogged = 0
+        let recordsLost = loopB.log.drain { r in
+            if r.event == MediaLogEvent.packetsDropped.rawValue && r.a == MediaLogEvent.DropKind.malformed.rawValue { junkLogged += Int(r.b) }
+        }
+        #expect(junkLogged == 5 && recordsLost == 0)
         let lost = dropped - droppedBefore
         #expect(received >= 299 - lost)
         if red {
