@@ -1,3 +1,4 @@
+import Foundation
 import Logging
 import Synchronization
 import TetherAudio
@@ -27,6 +28,10 @@ public actor CallSession {
     public nonisolated let callId: String
     /// The call's logger: the configuration's, with `call-id`.
     private nonisolated let logger: Logger
+    /// What the call report needs, gathered as the call goes.
+    private nonisolated let reportRecorder: ReportRecorderBox
+    /// When the driver last gave the report a statistics sample (monotonic ns).
+    private var lastReportSample: UInt64 = 0
     private nonisolated let internalSink: AsyncStream<InternalEvent>.Continuation
     private nonisolated let stateBox = Mutex<CallState>(.new)
     private nonisolated let statisticsContext: Mutex<StatisticsContext>
@@ -130,11 +135,17 @@ public actor CallSession {
         currentSource = configuration.audioSource
         currentSink = configuration.audioSink
         createdAtNanoseconds = MonotonicClock.nanoseconds()
-        callId = configuration.callId ?? Self.randomCallId()
+        callId = configuration.callId ?? UUID().uuidString.lowercased()
         var logger = configuration.logger
         logger[metadataKey: "call-id"] = "\(callId)"
         self.logger = logger
-        eventSink = EventBroadcaster(logger: logger)
+        let recorder = ReportRecorderBox(CallReportRecorder(callId: callId, startedAt: Date()))
+        reportRecorder = recorder
+        let created = createdAtNanoseconds
+        eventSink = EventBroadcaster(logger: logger) { event in
+            let seconds = Double(MonotonicClock.nanoseconds() - created) / 1e9
+            recorder.state.withLock { $0.record(event, atSeconds: seconds, wallClock: Date()) }
+        }
         let frameSamples = configuration.opus.samplesPerFrame
         captureRing = SPSCRing(capacity: Self.powerOfTwo(atLeast: frameSamples * 8))
         playbackRing = SPSCRing(capacity: Self.powerOfTwo(atLeast: frameSamples * 4))
@@ -166,16 +177,6 @@ public actor CallSession {
         transport?.close()
         internalSink.finish()
         eventSink.finish()
-    }
-
-    /// A random (version 4) UUID in its lowercase text form.
-    static func randomCallId() -> String {
-        var bytes = (0..<16).map { _ in UInt8.random(in: 0...255) }
-        bytes[6] = bytes[6] & 0x0F | 0x40
-        bytes[8] = bytes[8] & 0x3F | 0x80
-        let hex = bytes.map { b in String(b, radix: 16).count == 1 ? "0" + String(b, radix: 16) : String(b, radix: 16) }.joined()
-        let i = Array(hex)
-        return [i[0..<8], i[8..<12], i[12..<16], i[16..<20], i[20..<32]].map { String($0) }.joined(separator: "-")
     }
 
     private static func powerOfTwo(atLeast n: Int) -> Int {
@@ -855,6 +856,15 @@ public actor CallSession {
 
     // MARK: Statistics
 
+    /// The call's report (callable from any thread, during the call or after it): how it went,
+    /// from set-up to end, with every disruption, path and device change, and a quality summary.
+    /// `tether call` prints it as a `{"type":"report"}` line when the call ends.
+    public nonisolated func report() -> CallReport {
+        let s = statistics()
+        let current = state
+        return reportRecorder.state.withLock { $0.report(s, state: current) }
+    }
+
     /// A snapshot of the call's statistics (callable from any thread).
     public nonisolated func statistics() -> CallStatistics {
         let context = statisticsContext.withLock { $0 }
@@ -1460,6 +1470,12 @@ public actor CallSession {
     private func drive() -> UInt64? {
         guard machine != nil, let media, !state.isEnded else { return nil }
         drainMediaLog()
+        let sampledAt = MonotonicClock.nanoseconds()
+        if state == .established, sampledAt &- lastReportSample >= 1_000_000_000 {
+            lastReportSample = sampledAt
+            let s = statistics()
+            reportRecorder.state.withLock { $0.sample(s) }
+        }
         let c = media.counters.read()
         if c.lastMediaArrivalNanoseconds > fedArrival {
             fedArrival = c.lastMediaArrivalNanoseconds
@@ -1717,6 +1733,12 @@ public actor CallSession {
         eventSink.finish()
         internalSink.finish()
     }
+}
+
+/// The report recorder, shared by the session and its event broadcaster.
+final class ReportRecorderBox: Sendable {
+    let state: Mutex<CallReportRecorder>
+    init(_ recorder: CallReportRecorder) { state = Mutex(recorder) }
 }
 
 /// Events from the GLib and media threads, serialised onto the session.

@@ -14,9 +14,12 @@ final class EventBroadcaster: Sendable {
     private let state = Mutex(State())
     /// Every event is also logged here (the call's logger), as it is delivered.
     let logger: Logger
+    /// Sees every event first, as it is delivered (the session's report recorder).
+    private let observer: @Sendable (CallEvent) -> Void
 
-    init(logger: Logger) {
+    init(logger: Logger, observer: @escaping @Sendable (CallEvent) -> Void = { _ in }) {
         self.logger = logger
+        self.observer = observer
     }
 
     /// A new stream of the events from now on (finished at once if the call has ended).
@@ -31,6 +34,7 @@ final class EventBroadcaster: Sendable {
     }
 
     func yield(_ event: CallEvent) {
+        observer(event)
         Self.log(event, to: logger)
         let targets = state.withLock { $0.finished ? [] : $0.continuations }
         for c in targets { c.yield(event) }

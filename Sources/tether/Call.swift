@@ -10,7 +10,7 @@ struct Call: AsyncParsableCommand {
         discussion: """
             Every line printed on stdout is one JSON object with a "type" field. Deliver every line verbatim to the peer's stdin (by any transport); each side ignores the types it does not use. Logs go to stderr (--log-level, --log-format text or json), each message with the call's call-id (--call-id, or a random UUID).
 
-            Printed types: offer and answer (sdp, restart); state (state, seconds, and on ended: cause, causeCode, sipCode, errorCode); error (code, terminal, retryable, message); statistics (with direction, localHold, remoteHold and DTMF counts); pair (local, remote, localType, remoteType); outbound (disrupted); device (direction, event); hold-state (local, remote, direction) when who holds the call changes; dtmf-received (digit, durationMs) for each digit the peer sent.
+            Printed types: offer and answer (sdp, restart); state (state, seconds, and on ended: cause, causeCode, sipCode, errorCode); error (code, terminal, retryable, message); statistics (with direction, localHold, remoteHold and DTMF counts); pair (local, remote, localType, remoteType); outbound (disrupted); device (direction, event); hold-state (local, remote, direction) when who holds the call changes; dtmf-received (digit, durationMs) for each digit the peer sent; report (the call's report, CallReport's fields: set-up, duration, end, disruptions, paths, devices, quality) once, after the ended state line.
 
             Read on stdin: the peer's offer and answer lines; {"type":"hangup"} (optionally with sipCode and sipPhrase), {"type":"mute"}, {"type":"unmute"}, {"type":"renew"} (renew the media path on fresh candidates), {"type":"hold"}, {"type":"resume"} (RFC 3264 hold: a re-offer), {"type":"dtmf","digits":"123#"} (optionally toneMs, gapMs; RFC 4733 events), or the bare words hangup, mute, unmute, renew, hold, resume, and dtmf DIGITS. End of input hangs up.
 
@@ -176,6 +176,7 @@ struct Call: AsyncParsableCommand {
                     outcome.record(reason)
                 }
                 output.write(line)
+                if to.isEnded, let report = reportObject(session.report()) { output.write(report) }
             case .error(let e):
                 output.write(["type": "error", "code": e.code.rawValue, "terminal": e.isTerminal, "retryable": e.canRetry, "message": e.message])
             case .statistics(let s):
@@ -199,6 +200,17 @@ struct Call: AsyncParsableCommand {
                 output.write(["type": "hold-state", "local": hold.local, "remote": hold.remote, "direction": direction])
             }
         }
+    }
+
+    /// The report as a JSON line's object (`type` "report"; dates in ISO 8601).
+    static func reportObject(_ report: CallReport) -> [String: Any]? {
+        let encoder = JSONEncoder()
+        encoder.dateEncodingStrategy = .iso8601
+        guard let data = try? encoder.encode(report), var object = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else {
+            return nil
+        }
+        object["type"] = "report"
+        return object
     }
 
     /// Reads the peer's descriptions and the user's commands from stdin.

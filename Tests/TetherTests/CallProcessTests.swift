@@ -30,6 +30,16 @@ struct CallProcessTests {
         let ended = a.objects.last { $0.object["type"] as? String == "state" }?.object
         #expect(ended?["state"] as? String == "ended" && ended?["cause"] as? String == "local hang-up" && ended?["sipCode"] as? Int == 200)
         #expect(b.states.last == "ended")
+        // The last line each side printed is its call report.
+        for p in [a, b] {
+            let report = try #require(p.objects.last?.object, "\(p.name) printed nothing")
+            #expect(report["type"] as? String == "report" && report["version"] as? Int == 1 && report["state"] as? String == "ended")
+            #expect(((report["quality"] as? [String: Any])?["packetsReceived"] as? Int ?? 0) > 50)
+            #expect((report["paths"] as? [Any])?.count == 1 && report["startedAt"] is String && report["endedAt"] is String)
+        }
+        let end = (a.objects.last?.object["end"] as? [String: Any]) ?? [:]
+        #expect(end["cause"] as? String == "local hang-up" && end["sipCode"] as? Int == 200)
+        #expect((b.objects.last?.object["end"] as? [String: Any])?["cause"] as? String == "remote hang-up")
     }
 
     /// Hold, resume and DTMF through `tether call`'s stdin: `hold` and `resume` (re-offers carried

@@ -461,6 +461,14 @@ struct OutageTests {
         #expect(await waitUntil(timeoutSeconds: 5) { call.a.statistics().packetsReceived - before > 25 })
         #expect(call.a.statistics().srtpAuthenticationFailures == 0)
         await call.end()
+        // The report tells the same story: set up, one disruption renewed by a restart, ended.
+        let report = call.a.report()
+        #expect(report.state == "ended" && report.end?.cause == "local hang-up" && report.endedAt != nil)
+        #expect((report.setUpSeconds ?? 0) > 0 && (report.connectedSeconds ?? 0) > outageSeconds)
+        #expect(report.disruptions.last?.cause == "media silence" && report.disruptions.last?.outcome?.hasPrefix("renewed") == true)
+        #expect(report.totalDisruptedSeconds > outageSeconds - 2 && report.totalDisruptedSeconds < outageSeconds + 10, "\(report.totalDisruptedSeconds) s")
+        #expect(report.iceRestarts.offered >= 1 && !report.paths.isEmpty)
+        #expect(report.quality.packetsLost > 0 && report.quality.concealedPercent > 0 && report.quality.meanOpinionScoreMean != nil)
     }
 }
 
@@ -485,6 +493,9 @@ struct GiveUpTests {
             #expect(reason.error?.code == .mediaTimeout && reason.error?.code.rawValue == 1004)
             #expect(reason.error?.isTerminal == true && reason.error?.canRetry == true)
         }
+        let end = try #require(call.a.report().end)
+        #expect(end.cause == "media timeout" && end.causeCode == 4 && end.errorCode == 1004 && end.retryable == true)
+        #expect(call.a.report().disruptions.last?.outcome == "gave up")
         call.relay.stop()
     }
 }
