@@ -47,6 +47,17 @@ public struct CallReport: Codable, Sendable, Equatable {
     public var media: Media
     /// What the listener on this side got.
     public var quality: Quality
+    /// The problems the report can see (`CallIssue` categories), each with its evidence.
+    /// Thresholds: heard loss ≥ 3 %, concealed ≥ 5 % of frames, ≥ 2 s disrupted or ≥ 3 playback
+    /// underruns: choppy; mouth-to-ear p95 ≥ 300 ms (or RTT p95 ≥ 600 ms without playout): high
+    /// latency; the peer not receiving us, or a device failing: one-way; nothing received, or
+    /// never established: no audio. Echo and background noise are left to the user's feedback.
+    public var findings: [Finding]
+    /// What the user said (`CallSession.submitFeedback`); nil until then.
+    public var feedback: Feedback?
+    /// The call's last log messages (info and above, whatever the logger's level), when asked
+    /// for (`CallSession.report(logRecords:)`); nil otherwise.
+    public var log: [LogRecord]?
 
     /// How the call ended.
     public struct End: Codable, Sendable, Equatable {
@@ -215,6 +226,7 @@ struct CallReportRecorder: Sendable {
     private var scoreSum = 0.0
     private var scoreCount = 0
     private var scoreMin: Double?
+    private(set) var feedback: CallReport.Feedback?
     /// At most this many path and device entries are kept each (a flapping network or device
     /// must not grow the report without bound); the counts beyond are dropped.
     static let maximumEntries = 200
@@ -260,6 +272,11 @@ struct CallReportRecorder: Sendable {
         }
     }
 
+    /// The user's feedback (the last given replaces an earlier one).
+    mutating func recordFeedback(_ feedback: CallReport.Feedback) {
+        self.feedback = feedback
+    }
+
     /// One statistics sample, taken while the call is `established` (the session's driver, once
     /// a second). Figures the statistics do not have yet (no RTT before the first report, no
     /// jitter-buffer delay before playout, no score while nothing is heard) are skipped.
@@ -276,7 +293,7 @@ struct CallReportRecorder: Sendable {
     }
 
     /// The report, from what was recorded and the statistics now (`s.durationSeconds` is now).
-    func report(_ s: CallStatistics, state: CallState) -> CallReport {
+    func report(_ s: CallStatistics, state: CallState, log: [CallReport.LogRecord]? = nil) -> CallReport {
         let endSeconds = endedAtSeconds ?? s.durationSeconds
         let expected = s.packetsReceived + max(0, s.packetsLost)
         let played = s.framesDecoded + s.framesRecoveredByFEC + s.framesConcealed
@@ -292,7 +309,7 @@ struct CallReportRecorder: Sendable {
             jitterBufferDelayMilliseconds: jitterBuffer.percentiles, mouthToEarMilliseconds: mouthToEar.percentiles,
             playbackUnderruns: s.playbackUnderruns, captureOverruns: s.captureOverruns, malformedPackets: s.malformedPackets,
             srtpAuthenticationFailures: s.srtpAuthenticationFailures)
-        return CallReport(
+        var report = CallReport(
             version: CallReport.formatVersion, callId: callId, startedAt: startedAt, endedAt: endedAt, state: state.name,
             setUpSeconds: establishedAtSeconds, durationSeconds: milliseconds(endSeconds),
             connectedSeconds: establishedAtSeconds.map { milliseconds(endSeconds - $0) }, end: end,
@@ -307,7 +324,9 @@ struct CallReportRecorder: Sendable {
             media: CallReport.Media(
                 codec: s.codec, payloadType: s.payloadType, packetTimeMilliseconds: s.packetTimeMilliseconds, srtpSuite: s.srtpSuite,
                 srtpKeying: s.srtpKeying, voiceProcessing: s.voiceProcessing),
-            quality: quality)
+            quality: quality, findings: [], feedback: feedback, log: log)
+        report.findings = CallDiagnosis.findings(report, outboundDisruptions: s.recovery.outboundDisruptions)
+        return report
     }
 }
 

@@ -30,6 +30,8 @@ public actor CallSession {
     private nonisolated let logger: Logger
     /// What the call report needs, gathered as the call goes.
     private nonisolated let reportRecorder: ReportRecorderBox
+    /// The call's last log messages, for the report.
+    private nonisolated let recentLog: RecentLog
     /// When the driver last gave the report a statistics sample (monotonic ns).
     private var lastReportSample: UInt64 = 0
     private nonisolated let internalSink: AsyncStream<InternalEvent>.Continuation
@@ -136,7 +138,13 @@ public actor CallSession {
         currentSink = configuration.audioSink
         createdAtNanoseconds = MonotonicClock.nanoseconds()
         callId = configuration.callId ?? UUID().uuidString.lowercased()
-        var logger = configuration.logger
+        // The embedder's handler (at its level) and the report's recent log (at info).
+        let recent = RecentLog(createdAtNanoseconds: createdAtNanoseconds)
+        recentLog = recent
+        let embedders = configuration.logger.handler
+        var logger = Logger(label: configuration.logger.label) { _ in
+            MultiplexLogHandler([embedders, RecentLogHandler(log: recent)])
+        }
         logger[metadataKey: "call-id"] = "\(callId)"
         self.logger = logger
         let recorder = ReportRecorderBox(CallReportRecorder(callId: callId, startedAt: Date()))
@@ -859,10 +867,37 @@ public actor CallSession {
     /// The call's report (callable from any thread, during the call or after it): how it went,
     /// from set-up to end, with every disruption, path and device change, and a quality summary.
     /// `tether call` prints it as a `{"type":"report"}` line when the call ends.
-    public nonisolated func report() -> CallReport {
+    ///
+    /// - Parameter logRecords: how many of the call's last log messages to attach (info and
+    ///   above, whatever the logger's level; at most 200 are kept; 0: none, `log` is nil). No
+    ///   message carries key material (descriptions are never logged).
+    public nonisolated func report(logRecords: Int = 0) -> CallReport {
         let s = statistics()
         let current = state
-        return reportRecorder.state.withLock { $0.report(s, state: current) }
+        let log = logRecords > 0 ? recentLog.last(logRecords) : nil
+        return reportRecorder.state.withLock { $0.report(s, state: current, log: log) }
+    }
+
+    /// Stores the user's verdict on the call beside the report's own findings, so the embedder
+    /// uploads one document (`report()`). Usually after the call ends; any time is accepted,
+    /// and a later call replaces the earlier feedback.
+    /// - Parameters:
+    ///   - rating: 1 (bad) … 5 (excellent).
+    ///   - issues: the problems the user chose (empty: no issue).
+    ///   - comment: the user's words (at most 2000 characters).
+    /// - Throws: 5005 (`invalidFeedback`) for a rating outside 1…5 or a longer comment.
+    public nonisolated func submitFeedback(rating: Int, issues: Set<CallIssue> = [], comment: String? = nil) throws(TetherError) {
+        guard (1...5).contains(rating) else {
+            throw TetherError(code: .invalidFeedback, isTerminal: false, canRetry: false, message: "rating \(rating) is not in 1…5")
+        }
+        if let comment, comment.count > 2000 {
+            throw TetherError(
+                code: .invalidFeedback, isTerminal: false, canRetry: false, message: "comment of \(comment.count) characters (at most 2000)")
+        }
+        let feedback = CallReport.Feedback(
+            rating: rating, issues: CallIssue.allCases.filter(issues.contains), comment: comment, submittedAt: Date())
+        reportRecorder.state.withLock { $0.recordFeedback(feedback) }
+        logger.info("user feedback", metadata: ["rating": "\(rating)", "issues": "\(feedback.issues.map(\.rawValue))"])
     }
 
     /// A snapshot of the call's statistics (callable from any thread).

@@ -62,6 +62,8 @@ public struct TetherError: Error, Sendable, CustomStringConvertible, Equatable {
         /// `sendDTMF` got a character that is not a DTMF key, a duration out of range, or more
         /// digits than its queue holds.
         public static let invalidDTMF = Code(rawValue: 5004)
+        /// `submitFeedback` was given a rating outside 1…5 or a comment over 2000 characters.
+        public static let invalidFeedback = Code(rawValue: 5005)
 
         // MARK: 9xxx internal
         /// A system resource (thread, descriptor) could not be obtained.

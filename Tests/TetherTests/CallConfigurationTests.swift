@@ -48,7 +48,7 @@ struct CallConfigurationTests {
             (.iceTransportUnavailable, 1005), (.captureDeviceFailed, 2001), (.playbackDeviceFailed, 2002),
             (.audioFileFailed, 2003), (.malformedSessionDescription, 3001), (.incompatibleSessionDescription, 3002),
             (.codecFailed, 3003), (.srtpSetupFailed, 4001), (.invalidConfiguration, 5001), (.invalidState, 5002),
-            (.systemResourceFailed, 9001),
+            (.invalidFeedback, 5005), (.systemResourceFailed, 9001),
         ]
         for (code, raw) in codes { #expect(code.rawValue == raw) }
         #expect(Set(codes.map(\.1)).count == codes.count)

@@ -63,6 +63,36 @@ struct CallLoggingTests {
         }
     }
 
+    /// After the call: the user's feedback beside the automatic findings, and the call's last log
+    /// messages attached to the report at info even though the embedder logs only errors.
+    @Test func feedbackAndTheLastLogMessagesGoInTheReport() async throws {
+        let quiet = InMemoryLogHandler()
+        var ca = CallConfiguration(localAddresses: ["127.0.0.1"], statisticsIntervalSeconds: 0)
+        ca.logger = logger(quiet, level: .error)
+        let a = try CallSession(configuration: ca)
+        let b = try CallSession(configuration: CallConfiguration(localAddresses: ["127.0.0.1"], statisticsIntervalSeconds: 0))
+        let ra = EventRecorder(a)
+        try await connect(a, b)
+        #expect(await ra.waitFor("established", timeoutSeconds: 10) != nil)
+        await a.hangUp()
+        await ra.finished()
+
+        #expect(throws: TetherError.self) { try a.submitFeedback(rating: 0) }
+        #expect(throws: TetherError.self) { try a.submitFeedback(rating: 3, comment: String(repeating: "x", count: 2001)) }
+        try a.submitFeedback(rating: 2, issues: [.echo, .choppyAudio], comment: "I heard myself")
+        let report = a.report(logRecords: 5)
+        #expect(report.feedback?.rating == 2 && report.feedback?.issues == [.choppyAudio, .echo] && report.feedback?.comment == "I heard myself")
+        #expect(report.findings.isEmpty, "\(report.findings)")
+        let log = try #require(report.log)
+        #expect(log.count == 5)
+        #expect(log.last?.message == "user feedback" && log.contains { $0.message == "call ended: local hang-up" })
+        #expect(log.allSatisfy { $0.metadata["call-id"] == nil && $0.level != "debug" })
+        #expect(zip(log, log.dropFirst()).allSatisfy { $0.atSeconds <= $1.atSeconds })
+        #expect(a.report().log == nil)
+        #expect(quiet.entries.isEmpty, "the embedder's handler at error got \(quiet.entries.map(\.message))")
+        await b.hangUp()
+    }
+
     @Test func anEmptyCallIdIsRefused() {
         var c = CallConfiguration(localAddresses: ["127.0.0.1"])
         c.callId = ""

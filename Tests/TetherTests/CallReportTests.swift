@@ -83,6 +83,43 @@ struct CallReportTests {
         #expect(r.paths.count == CallReportRecorder.maximumEntries && r.deviceChanges.count == CallReportRecorder.maximumEntries)
     }
 
+    /// The diagnosis: each category on its own evidence, none on a clean call.
+    @Test func findingsNameWhatTheFiguresShow() {
+        let started = Date()
+        var clean = CallReportRecorder(callId: "c", startedAt: started)
+        clean.record(.stateChanged(from: .connecting, to: .established, secondsSinceStart: 0.3), atSeconds: 0.3, wallClock: started)
+        var s = statistics(seconds: 60)
+        s.packetsLost = 10  // 1 %, all rebuilt
+        s.framesConcealed = 5
+        s.playbackUnderruns = 0
+        s.recovery = CallRecovery()
+        clean.sample(s)
+        #expect(clean.report(s, state: .established).findings == [])
+
+        // Lossy, disrupted, late, with the peer not receiving us and the microphone failing.
+        var bad = clean
+        bad.record(.audioDevice(.capture, .failed(.deviceUnavailable(name: "mic", reason: "gone"))), atSeconds: 20, wallClock: started)
+        var t = statistics(seconds: 60)  // 100 lost − 70 rebuilt of 1000 expected: 3 % heard
+        t.recovery.outboundDisruptions = 1
+        t.jitterBufferDelayMilliseconds = 400
+        bad.sample(t)
+        let findings = bad.report(t, state: .established).findings
+        #expect(findings.map(\.issue) == [.oneWayAudio, .choppyAudio, .highLatency])
+        #expect(findings[0].evidence.contains("stopped receiving our media 1 time") && findings[0].evidence.contains("capture device failed at 20.0 s"))
+        #expect(findings[1].evidence.contains("3.0 % of packets lost and not rebuilt") && findings[1].evidence.contains("4.5 s without media"))
+        #expect(findings[2].evidence.contains("mouth-to-ear"))
+
+        // Never established: no audio, with the end's cause.
+        var never = CallReportRecorder(callId: "n", startedAt: started)
+        let reason = CallTerminationReason(cause: .connectionFailed)
+        never.record(.stateChanged(from: .connecting, to: .ended(reason), secondsSinceStart: 9), atSeconds: 9, wallClock: started)
+        var u = statistics(seconds: 9)
+        u.packetsReceived = 0
+        u.packetsLost = 0
+        u.recovery = CallRecovery()
+        #expect(never.report(u, state: .ended(reason)).findings == [CallReport.Finding(issue: .noAudio, evidence: "the call never carried media (ended: connection failed)")])
+    }
+
     @Test func percentilesAreExactToTheMillisecond() {
         var h = MillisecondHistogram()
         #expect(h.percentiles == nil)
