@@ -17,6 +17,9 @@ let package = Package(
         // The embedder's log stream: every message the library emits goes to a per-call `Logger`,
         // handled by whatever backend the embedder bootstrapped.
         .package(url: "https://github.com/apple/swift-log", from: "1.16.0"),
+        // Counters and gauges for embedders that run many calls in one process (a no-op until
+        // the embedder bootstraps a backend).
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
     ],
     targets: [
         // MARK: C system libraries (Debian packages through pkg-config)
@@ -80,6 +83,7 @@ let package = Package(
             dependencies: [
                 "TetherRealtime", "TetherCodec", "TetherRTP", "TetherICE", "TetherAudio", "TetherCore",
                 "TetherNetworkMonitor", "TetherDTLS", .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
             ]),
         // Fuzz targets for what comes from the network (SDP, RTP/RTCP, the jitter buffer), shared by
         // the libFuzzer executables below and the corpus-replay tests. scripts/fuzz.sh builds them.
@@ -127,6 +131,7 @@ let package = Package(
             dependencies: [
                 "Tether", "TetherAudio", "TetherTestbed", "TetherFaults", "CAllocationCounter",
                 .product(name: "Logging", package: "swift-log"), .product(name: "InMemoryLogging", package: "swift-log"),
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
             ]),
         .testTarget(name: "TetherFaultsTests", dependencies: ["TetherFaults", "CTetherNet"]),
         .testTarget(name: "TetherNetworkMonitorTests", dependencies: ["TetherNetworkMonitor", "CTetherNet"]),

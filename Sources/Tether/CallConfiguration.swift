@@ -1,3 +1,4 @@
+import CoreMetrics
 import Glibc
 import Logging
 import TetherAudio
@@ -131,6 +132,14 @@ public struct CallConfiguration: Sendable {
     /// logged per packet or from a realtime thread, and no key material is ever logged: not the
     /// descriptions (their `a=crypto` lines carry keys), only what they negotiated.
     public var logger: Logger = Logger(label: "tether")
+
+    /// Where the call's metrics go (`CallMetrics` lists them: calls active and ended, give-ups,
+    /// disruptions, ICE restarts, packets, loss); nil: the process's `MetricsSystem.factory`,
+    /// a no-op until the embedder bootstraps a backend (swift-metrics).
+    public var metricsFactory: (any MetricsFactory)?
+    /// Dimensions added to every metric of the call (a tenant, a trunk; a call id only where the
+    /// backend copes with one series per call).
+    public var metricsDimensions: [(String, String)] = []
 
     /// Whether to watch the local addresses and links (rtnetlink) and re-gather candidates with
     /// an ICE restart when an address the call uses goes away or a link goes down.

@@ -1,3 +1,4 @@
+import CoreMetrics
 import Foundation
 import Logging
 import Synchronization
@@ -32,6 +33,8 @@ public actor CallSession {
     private nonisolated let reportRecorder: ReportRecorderBox
     /// The call's last log messages, for the report.
     private nonisolated let recentLog: RecentLog
+    /// The call's counters and gauges (swift-metrics).
+    private nonisolated let metrics: CallMetrics
     /// When the driver last gave the report a statistics sample (monotonic ns).
     private var lastReportSample: UInt64 = 0
     private nonisolated let internalSink: AsyncStream<InternalEvent>.Continuation
@@ -150,9 +153,12 @@ public actor CallSession {
         let recorder = ReportRecorderBox(CallReportRecorder(callId: callId, startedAt: Date()))
         reportRecorder = recorder
         let created = createdAtNanoseconds
+        let callMetrics = CallMetrics(factory: configuration.metricsFactory ?? MetricsSystem.factory, dimensions: configuration.metricsDimensions)
+        metrics = callMetrics
         eventSink = EventBroadcaster(logger: logger) { event in
             let seconds = Double(MonotonicClock.nanoseconds() - created) / 1e9
             recorder.state.withLock { $0.record(event, atSeconds: seconds, wallClock: Date()) }
+            callMetrics.observe(event)
         }
         let frameSamples = configuration.opus.samplesPerFrame
         captureRing = SPSCRing(capacity: Self.powerOfTwo(atLeast: frameSamples * 8))
@@ -185,6 +191,7 @@ public actor CallSession {
         transport?.close()
         internalSink.finish()
         eventSink.finish()
+        metrics.sessionReleased()
     }
 
     private static func powerOfTwo(atLeast n: Int) -> Int {
@@ -309,6 +316,7 @@ public actor CallSession {
         pendingOffer = .restart
         offeredHold = wantsHold
         restartsOffered += 1
+        metrics.restartOffered()
         logger.notice(
             "ICE restart offered",
             metadata: [
@@ -444,6 +452,7 @@ public actor CallSession {
         if isICERestart {
             try Self.applyRemoteICE(result, to: transport, describing: "restart offer")
             restartsAnswered += 1
+            metrics.restartAnswered()
             logger.notice("ICE restart: answering the peer's restart offer")
         }
         offeredHold = wantsHold
@@ -1510,6 +1519,7 @@ public actor CallSession {
             lastReportSample = sampledAt
             let s = statistics()
             reportRecorder.state.withLock { $0.sample(s) }
+            metrics.update(s)
         }
         let c = media.counters.read()
         if c.lastMediaArrivalNanoseconds > fedArrival {
@@ -1764,7 +1774,9 @@ public actor CallSession {
         transport?.close()
         gatheringTimedOut()
         // Keep the final counters readable after the call ended.
+        metrics.update(statistics())
         transition(to: .ended(reason))
+        metrics.recordEnd(report())
         eventSink.finish()
         internalSink.finish()
     }
