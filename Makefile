@@ -6,7 +6,7 @@ ASAN_SCRATCH ?= .build-asan
 FUZZ_SECONDS ?= 180
 TEST_FUZZ_SECONDS ?= 45
 
-.PHONY: setup build demo test test-unit test-tsan test-asan test-fuzz test-budgets fuzz bench bench-quick latency quality echo faults format clean test-devices
+.PHONY: setup build demo docs test test-unit test-tsan test-asan test-fuzz test-budgets fuzz bench bench-quick latency quality echo faults format clean test-devices
 
 setup:
 	@./scripts/setup-debian.sh
@@ -22,7 +22,12 @@ demo: setup
 # through its pulse plugin), then the cross-thread code (rings, the libnice thread, device threads)
 # again under the thread sanitizer. scripts/run-tests.sh stops a run that hangs and repeats the
 # failures at the end of the output.
-test: setup test-unit test-tsan test-asan test-fuzz test-budgets
+test: setup docs test-unit test-tsan test-asan test-fuzz test-budgets
+
+# The DocC documentation (Sources/Tether/Tether.docc and the API's doc comments); a broken link
+# or a reference to a symbol that does not exist fails it.
+docs:
+	$(SWIFT) package generate-documentation --target Tether --warnings-as-errors
 
 test-unit:
 	$(SWIFT) build --build-tests

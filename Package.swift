@@ -20,6 +20,8 @@ let package = Package(
         // Counters and gauges for embedders that run many calls in one process (a no-op until
         // the embedder bootstraps a backend).
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        // `swift package generate-documentation`: the DocC documentation (Sources/Tether/Tether.docc), built in CI.
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
     targets: [
         // MARK: C system libraries (Debian packages through pkg-config)

@@ -1,4 +1,4 @@
-/// The media view of a call (see the state table in README.md).
+/// The media view of a call (see the state table in the documentation, <doc:CallStatesAndReconnection>).
 public enum CallState: Sendable, Equatable, CustomStringConvertible {
     /// Created; nothing negotiated yet.
     case new

@@ -29,7 +29,7 @@ public struct CallTerminationReason: Sendable, Equatable, CustomStringConvertibl
 
     /// The kind of ending.
     public var cause: Cause
-    /// `cause` as a stable number (the table in README.md).
+    /// `cause` as a stable number (the table in <doc:Errors>).
     public var causeCode: Int { cause.rawValue }
     /// A SIP status code the embedder supplied (for example 487), if any.
     public var sipCode: Int?

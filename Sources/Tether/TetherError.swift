@@ -1,6 +1,6 @@
 /// The one error type of Tether's public API.
 ///
-/// Every error has a stable numeric `code` (see the table in README.md), says whether the call is
+/// Every error has a stable numeric `code` (see the table in <doc:Errors>), says whether the call is
 /// over (`isTerminal`) and whether calling again with the same configuration can work (`canRetry`),
 /// carries a human `message` and, where there is one, the underlying `cause`.
 public struct TetherError: Error, Sendable, CustomStringConvertible, Equatable {
