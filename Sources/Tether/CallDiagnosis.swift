@@ -15,8 +15,10 @@ public enum CallIssue: String, Codable, Sendable, CaseIterable {
     case choppyAudio = "choppy-audio"
     /// A long delay between speaking and being heard.
     case highLatency = "high-latency"
-    /// The user heard themselves. Not diagnosed yet: the canceller's figures do not tell residual
-    /// echo reliably; only the user can report it.
+    /// Someone heard themselves. The report sees the echo this side sends: its canceller heard
+    /// the peer's voice come back through the speaker and microphone and removed little of it
+    /// (the peer hears itself). Echo this side's user hears comes from the peer's device: only
+    /// the user (or the peer's report) can tell it.
     case echo
     /// Noise behind the speech. Not diagnosed yet (no noise level is measured); user-reported.
     case backgroundNoise = "background-noise"
@@ -72,6 +74,12 @@ enum CallDiagnosis {
     /// mouth-to-ear figure exists (no playout), in ms.
     static let highRoundTripMilliseconds = 600.0
 
+    /// Echo: at least this many one-second samples in which the canceller heard echo…
+    static let echoSamples = 10
+    /// …with a median echo return loss enhancement under this (dB): what was removed, while a
+    /// converged canceller removes 30–50 dB (the echo device test).
+    static let echoResidualDecibels = 10.0
+
     static func findings(_ r: CallReport, outboundDisruptions: Int) -> [CallReport.Finding] {
         var out: [CallReport.Finding] = []
         let q = r.quality
@@ -103,6 +111,12 @@ enum CallDiagnosis {
             out.append(.init(issue: .highLatency, evidence: "estimated mouth-to-ear \(m2e.p95) ms at the 95th percentile (median \(m2e.p50) ms)"))
         } else if q.mouthToEarMilliseconds == nil, let rtt = q.roundTripTimeMilliseconds, rtt.p95 >= highRoundTripMilliseconds {
             out.append(.init(issue: .highLatency, evidence: "round-trip time \(rtt.p95) ms at the 95th percentile"))
+        }
+        if let erle = q.echoReturnLossEnhancementDecibels, erle.samples >= echoSamples, erle.p50 < echoResidualDecibels {
+            out.append(
+                .init(
+                    issue: .echo,
+                    evidence: "our canceller heard the peer's voice come back in \(erle.samples) one-second samples and removed a median of \(erle.p50) dB: the peer likely hears itself"))
         }
         return out
     }

@@ -51,7 +51,8 @@ public struct CallReport: Codable, Sendable, Equatable {
     /// Thresholds: heard loss ≥ 3 %, concealed ≥ 5 % of frames, ≥ 2 s disrupted or ≥ 3 playback
     /// underruns: choppy; mouth-to-ear p95 ≥ 300 ms (or RTT p95 ≥ 600 ms without playout): high
     /// latency; the peer not receiving us, or a device failing: one-way; nothing received, or
-    /// never established: no audio. Echo and background noise are left to the user's feedback.
+    /// never established: no audio; our canceller hearing echo and removing < 10 dB: echo.
+    /// Background noise is left to the user's feedback.
     public var findings: [Finding]
     /// What the user said (`CallSession.submitFeedback`); nil until then.
     public var feedback: Feedback?
@@ -160,6 +161,10 @@ public struct CallReport: Codable, Sendable, Equatable {
         public var jitterBufferDelayMilliseconds: Percentiles?
         /// Estimated mouth-to-ear delay of what this side heard (ms, `CallStatistics.estimatedMouthToEarMilliseconds`).
         public var mouthToEarMilliseconds: Percentiles?
+        /// How much echo our canceller removed (ERLE, dB) in the samples when it heard echo in
+        /// what we captured (the peer's voice coming back through our speaker and microphone);
+        /// nil when it never did (or no canceller runs).
+        public var echoReturnLossEnhancementDecibels: Percentiles?
         /// Playback underruns and capture overruns of the devices (the last devices' counts).
         public var playbackUnderruns: Int
         public var captureOverruns: Int
@@ -223,6 +228,7 @@ struct CallReportRecorder: Sendable {
     private var roundTrip = MillisecondHistogram()
     private var jitterBuffer = MillisecondHistogram()
     private var mouthToEar = MillisecondHistogram()
+    private var echoReduction = MillisecondHistogram()
     private var scoreSum = 0.0
     private var scoreCount = 0
     private var scoreMin: Double?
@@ -285,6 +291,8 @@ struct CallReportRecorder: Sendable {
         if let rtt = s.roundTripTimeMilliseconds { roundTrip.add(rtt) }
         if let delay = s.jitterBufferDelayMilliseconds { jitterBuffer.add(delay) }
         if let m2e = s.estimatedMouthToEarMilliseconds { mouthToEar.add(m2e) }
+        let voice = s.voiceProcessingFigures
+        if voice.echoPresent, let erle = voice.echoReturnLossEnhancementDecibels { echoReduction.add(erle) }
         if let mos = s.meanOpinionScore {
             scoreSum += mos
             scoreCount += 1
@@ -307,6 +315,7 @@ struct CallReportRecorder: Sendable {
             concealedPercent: percent(s.framesConcealed, of: played),
             jitterMilliseconds: jitter.percentiles, roundTripTimeMilliseconds: roundTrip.percentiles,
             jitterBufferDelayMilliseconds: jitterBuffer.percentiles, mouthToEarMilliseconds: mouthToEar.percentiles,
+            echoReturnLossEnhancementDecibels: echoReduction.percentiles,
             playbackUnderruns: s.playbackUnderruns, captureOverruns: s.captureOverruns, malformedPackets: s.malformedPackets,
             srtpAuthenticationFailures: s.srtpAuthenticationFailures)
         var report = CallReport(

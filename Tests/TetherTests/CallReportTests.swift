@@ -103,8 +103,15 @@ struct CallReportTests {
         t.recovery.outboundDisruptions = 1
         t.jitterBufferDelayMilliseconds = 400
         bad.sample(t)
+        // Echo heard and barely removed, in ten samples (nine would not do).
+        t.voiceProcessingFigures.echoPresent = true
+        t.voiceProcessingFigures.echoReturnLossEnhancementDecibels = 4
+        for _ in 0..<9 { bad.sample(t) }
+        #expect(!bad.report(t, state: .established).findings.contains { $0.issue == .echo })
+        bad.sample(t)
         let findings = bad.report(t, state: .established).findings
-        #expect(findings.map(\.issue) == [.oneWayAudio, .choppyAudio, .highLatency])
+        #expect(findings.map(\.issue) == [.oneWayAudio, .choppyAudio, .highLatency, .echo])
+        #expect(findings[3].evidence.contains("10 one-second samples") && findings[3].evidence.contains("median of 4.0 dB"))
         #expect(findings[0].evidence.contains("stopped receiving our media 1 time") && findings[0].evidence.contains("capture device failed at 20.0 s"))
         #expect(findings[1].evidence.contains("3.0 % of packets lost and not rebuilt") && findings[1].evidence.contains("4.5 s without media"))
         #expect(findings[2].evidence.contains("mouth-to-ear"))

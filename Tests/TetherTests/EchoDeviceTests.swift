@@ -81,6 +81,10 @@ struct EchoDeviceTests {
         let figures = a.statistics().voiceProcessingFigures
         #expect(figures.captureChunks > 500 && figures.playbackChunks > 500)
         #expect((figures.measuredEchoDelayMilliseconds ?? 0) >= 160)
+        // The report saw the echo, and saw it removed: no echo finding.
+        let report = a.report()
+        #expect((report.quality.echoReturnLossEnhancementDecibels?.samples ?? 0) > 0)
+        #expect(!report.findings.contains { $0.issue == .echo }, "\(report.findings)")
         await a.hangUp()
         await b.hangUp()
     }
