@@ -15,8 +15,8 @@ enum MediaLogEvent: UInt16 {
     /// The encoder was reconfigured for the loss the peer reports. a: the loss estimate (%),
     /// b: what the encoder is told (%), c: the bitrate (b/s).
     case encoderAdapted
-    /// Whether each packet carries earlier frames changed. a: frames back now (0: none),
-    /// b: in-band FEC on (1) or off (0).
+    /// The loss protection changed: how many earlier frames each packet carries (RED), or
+    /// whether in-band FEC is sent. a: frames back now (0: none), b: in-band FEC on (1) or off (0).
     case redundancyChanged
     /// Packets were dropped since the last record of their kind (at most one record a second
     /// for each kind). a: the kind (`DropKind`), b: how many since the last record, c: the total.
@@ -82,8 +82,9 @@ extension MediaLogEvent {
                 "media: encoder adapted to the reported loss",
                 metadata: ["loss-estimate-percent": "\(record.a)", "expected-loss-percent": "\(record.b)", "bitrate": "\(record.c)"])
         case .redundancyChanged:
+            let red = record.a > 0 ? "RED \(record.a) frame\(record.a == 1 ? "" : "s") back" : "no RED"
             logger.info(
-                record.a > 0 ? "media: each packet carries the \(record.a) frame\(record.a == 1 ? "" : "s") before it (RED)" : "media: RED off",
+                "media: loss protection now \(red), in-band FEC \(record.b != 0 ? "on" : "off")",
                 metadata: ["red-frames": "\(record.a)", "fec": "\(record.b != 0)"])
         case .packetsDropped:
             let kind = DropKind(rawValue: record.a)
