@@ -147,11 +147,13 @@ public struct CallReport: Codable, Sendable, Equatable {
         public var lossPercent: Double
         /// Loss the listener heard, in percent: lost and not rebuilt (`CallStatistics.heardLossPercent`).
         public var heardLossPercent: Double
-        /// Frames played: decoded from packets (RED's copies included), rebuilt from FEC, concealed.
+        /// Frames played: decoded from packets (RED's copies included), rebuilt from FEC, concealed
+        /// (not counting pauses of the peer's stream: DTX, hold).
         public var framesPlayed: Int
         /// Of the frames played, the share rebuilt from in-band FEC or a RED copy, in percent.
         public var rebuiltPercent: Double
-        /// Of the frames played, the share concealed (Opus PLC, and silence while nothing came), in percent.
+        /// Of the frames played, the share concealed (Opus PLC for lost frames, and while nothing
+        /// came in a disruption; a pause of the peer's stream with nothing lost is not counted), in percent.
         public var concealedPercent: Double
         /// RFC 3550 interarrival jitter (ms): median and 95th percentile of the samples.
         public var jitterMilliseconds: Percentiles?
@@ -304,7 +306,10 @@ struct CallReportRecorder: Sendable {
     func report(_ s: CallStatistics, state: CallState, log: [CallReport.LogRecord]? = nil) -> CallReport {
         let endSeconds = endedAtSeconds ?? s.durationSeconds
         let expected = s.packetsReceived + max(0, s.packetsLost)
-        let played = s.framesDecoded + s.framesRecoveredByFEC + s.framesConcealed
+        // A pause of the peer's stream (DTX, hold) is no loss: its frames count neither as
+        // concealed nor as played.
+        let concealed = max(0, s.framesConcealed - s.framesInSilenceGaps)
+        let played = s.framesDecoded + s.framesRecoveredByFEC + concealed
         func percent(_ part: Int, of whole: Int) -> Double { whole > 0 ? (100 * Double(part) / Double(whole) * 100).rounded() / 100 : 0 }
         let quality = CallReport.Quality(
             meanOpinionScoreMean: scoreCount > 0 ? ((scoreSum / Double(scoreCount)) * 100).rounded() / 100 : nil,
@@ -312,7 +317,7 @@ struct CallReportRecorder: Sendable {
             packetsSent: s.packetsSent, packetsReceived: s.packetsReceived, packetsLost: max(0, s.packetsLost),
             lossPercent: percent(max(0, s.packetsLost), of: expected), heardLossPercent: (s.heardLossPercent * 100).rounded() / 100,
             framesPlayed: played, rebuiltPercent: percent(s.framesRecoveredByFEC + s.framesRecoveredByRedundancy, of: played),
-            concealedPercent: percent(s.framesConcealed, of: played),
+            concealedPercent: percent(concealed, of: played),
             jitterMilliseconds: jitter.percentiles, roundTripTimeMilliseconds: roundTrip.percentiles,
             jitterBufferDelayMilliseconds: jitterBuffer.percentiles, mouthToEarMilliseconds: mouthToEar.percentiles,
             echoReturnLossEnhancementDecibels: echoReduction.percentiles,

@@ -945,6 +945,7 @@ public actor CallSession {
             durationSeconds: Double(MonotonicClock.nanoseconds() - createdAtNanoseconds) / 1e9, recovery: context.recovery)
         statistics.encoderLookaheadMilliseconds = context.encoderLookaheadMilliseconds
         statistics.redundantCopiesTooLate = c.redundantCopiesTooLate
+        statistics.framesInSilenceGaps = c.silenceGapFrames
         statistics.remoteMeanLossRunPackets = c.remoteMeanLossRunPackets >= 0 ? c.remoteMeanLossRunPackets : nil
         statistics.encoderMaximumBandwidth = context.encoderMaximumBandwidth
         statistics.playbackQueueMilliseconds = c.playbackQueueMilliseconds

@@ -91,6 +91,10 @@ public struct CallStatistics: Sendable, Equatable {
     public var framesDecoded: Int
     /// Frames concealed (Opus PLC).
     public var framesConcealed: Int
+    /// Of `framesConcealed`, those played in a pause of the peer's stream with nothing lost
+    /// (DTX, a peer holding the call): the jitter buffer tells them once the stream resumes
+    /// with no sequence number missing. An outage's frames stay loss.
+    public var framesInSilenceGaps: Int = 0
     /// Frames rebuilt from the next packet's in-band FEC.
     public var framesRecoveredByFEC: Int
     /// Lost frames filled in from the redundant copy a later packet carried (RFC 2198 RED).
@@ -271,6 +275,7 @@ struct MediaCounters: BitwiseCopyable {
     var framesRecoveredByFEC = 0
     var framesRecoveredByRedundancy = 0
     var redundantCopiesTooLate = 0
+    var silenceGapFrames = 0
     var redundantAudioPacketsReceived = 0
     var latePackets = 0
     var playbackQueueMilliseconds: Double? = nil

@@ -42,9 +42,10 @@ struct DropReporting {
     private var reported = (malformed: 0, authentication: 0, replay: 0, queue: 0)
     private var lastCheck: UInt64 = 0
 
-    /// Posts a record for each kind whose total grew, at most once a second.
-    mutating func check(_ stats: MediaCounters, now: UInt64, into log: RealtimeLog) {
-        guard now &- lastCheck >= 1_000_000_000 else { return }
+    /// Posts a record for each kind whose total grew, at most once a second (`final`: now,
+    /// the loop's last pass, so the last second's drops are reported too).
+    mutating func check(_ stats: MediaCounters, now: UInt64, into log: RealtimeLog, final: Bool = false) {
+        guard final || now &- lastCheck >= 1_000_000_000 else { return }
         lastCheck = now
         func post(_ kind: MediaLogEvent.DropKind, _ total: Int, _ last: inout Int) {
             guard total > last else { return }

@@ -283,6 +283,7 @@ final class MediaLoop: @unchecked Sendable {
     func finishOnWorker() {
         if stopWithBye.load(ordering: .acquiring) { sendRTCP(now: MonotonicClock.nanoseconds(), bye: true) }
         publish()
+        dropReporting.check(stats, now: MonotonicClock.nanoseconds(), into: log, final: true)
     }
 
     private var nextRTCP: UInt64 = 0
@@ -1183,6 +1184,7 @@ final class MediaLoop: @unchecked Sendable {
         stats.jitterBufferTargetMilliseconds = Double(jb.targetDelayMilliseconds)
         stats.framesDroppedForDelay = jb.driftDrops
         stats.redundantCopiesTooLate = jb.redundantCopiesTooLate
+        stats.silenceGapFrames = jb.silenceGapFrames
         stats.playbackQueueMilliseconds = playbackQueueMilliseconds >= 0 ? playbackQueueMilliseconds : nil
         counters.write(stats)
     }

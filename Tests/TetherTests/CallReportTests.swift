@@ -60,6 +60,12 @@ struct CallReportTests {
         #expect(q.lossPercent == 10 && q.packetsLost == 100 && q.framesPlayed == 1000)
         #expect(q.rebuiltPercent == 7 && q.concealedPercent == 3)  // (20 FEC + 50 RED) and 30 of 1000 played
         #expect(q.heardLossPercent == 3)  // 100 lost − 70 rebuilt, of 1000 expected
+        // A pause of the peer's stream (DTX, hold) is neither concealment nor play.
+        var paused = statistics(seconds: 31)
+        paused.framesConcealed = 530
+        paused.framesInSilenceGaps = 500
+        let afterPause = r.report(paused, state: .ended(reason)).quality
+        #expect(afterPause.concealedPercent == 3 && afterPause.framesPlayed == 1000)
         #expect(q.jitterMilliseconds == CallReport.Percentiles(p50: 10, p95: 19, samples: 20))
         #expect(q.roundTripTimeMilliseconds == CallReport.Percentiles(p50: 40, p95: 40, samples: 19))
         #expect(q.jitterBufferDelayMilliseconds?.p95 == 60 && q.meanOpinionScoreMean != nil && q.meanOpinionScoreMin != nil)
