@@ -177,7 +177,7 @@ struct RecentLogHandler: LogHandler {
         let message = "\(event.message)"
         log.add(
             CallReport.LogRecord(
-                atSeconds: (seconds * 1000).rounded() / 1000, level: event.level.rawValue,
+                atSeconds: milliseconds(seconds), level: event.level.rawValue,
                 message: message.count > 1000 ? String(message.prefix(1000)) + "…" : message,
                 metadata: merged.mapValues { "\($0)" }))
     }

@@ -118,6 +118,17 @@ public struct CallReport: Codable, Sendable, Equatable {
         public var device: String?
         /// What failed (for a failure).
         public var message: String?
+
+        /// The change a `CallEvent.audioDevice` reports (`tether call`'s `device` line has the same fields).
+        public init(atSeconds: Double, direction: AudioDirection, event: AudioDeviceEvent) {
+            self.atSeconds = atSeconds
+            self.direction = direction.rawValue
+            switch event {
+            case .failed(let error): (self.event, message) = ("failed", "\(error)")
+            case .recovered(let name): (self.event, device) = ("recovered", name)
+            case .moved(let name): (self.event, device) = ("moved", name)
+            }
+        }
     }
 
     /// The negotiated media (as `CallStatistics` gives it at the end).
@@ -262,19 +273,7 @@ struct CallReportRecorder: Sendable {
             paths.append(CallReport.Path(atSeconds: atSeconds, local: local, remote: remote, localType: localType, remoteType: remoteType))
         case .audioDevice(let direction, let deviceEvent):
             guard deviceChanges.count < Self.maximumEntries else { return }
-            var change = CallReport.DeviceChange(atSeconds: atSeconds, direction: direction.rawValue, event: "")
-            switch deviceEvent {
-            case .failed(let error):
-                change.event = "failed"
-                change.message = "\(error)"
-            case .recovered(let name):
-                change.event = "recovered"
-                change.device = name
-            case .moved(let name):
-                change.event = "moved"
-                change.device = name
-            }
-            deviceChanges.append(change)
+            deviceChanges.append(CallReport.DeviceChange(atSeconds: atSeconds, direction: direction, event: deviceEvent))
         default:
             break
         }
@@ -310,12 +309,12 @@ struct CallReportRecorder: Sendable {
         // concealed nor as played.
         let concealed = max(0, s.framesConcealed - s.framesInSilenceGaps)
         let played = s.framesDecoded + s.framesRecoveredByFEC + concealed
-        func percent(_ part: Int, of whole: Int) -> Double { whole > 0 ? (100 * Double(part) / Double(whole) * 100).rounded() / 100 : 0 }
+        func percent(_ part: Int, of whole: Int) -> Double { whole > 0 ? hundredths(100 * Double(part) / Double(whole)) : 0 }
         let quality = CallReport.Quality(
-            meanOpinionScoreMean: scoreCount > 0 ? ((scoreSum / Double(scoreCount)) * 100).rounded() / 100 : nil,
-            meanOpinionScoreMin: scoreMin.map { ($0 * 100).rounded() / 100 },
+            meanOpinionScoreMean: scoreCount > 0 ? hundredths(scoreSum / Double(scoreCount)) : nil,
+            meanOpinionScoreMin: scoreMin.map(hundredths),
             packetsSent: s.packetsSent, packetsReceived: s.packetsReceived, packetsLost: max(0, s.packetsLost),
-            lossPercent: percent(max(0, s.packetsLost), of: expected), heardLossPercent: (s.heardLossPercent * 100).rounded() / 100,
+            lossPercent: percent(max(0, s.packetsLost), of: expected), heardLossPercent: hundredths(s.heardLossPercent),
             framesPlayed: played, rebuiltPercent: percent(s.framesRecoveredByFEC + s.framesRecoveredByRedundancy, of: played),
             concealedPercent: percent(concealed, of: played),
             jitterMilliseconds: jitter.percentiles, roundTripTimeMilliseconds: roundTrip.percentiles,
@@ -345,4 +344,6 @@ struct CallReportRecorder: Sendable {
 }
 
 /// Seconds rounded to the millisecond (a report reads better without nanoseconds).
-private func milliseconds(_ seconds: Double) -> Double { (seconds * 1000).rounded() / 1000 }
+func milliseconds(_ seconds: Double) -> Double { (seconds * 1000).rounded() / 1000 }
+/// Percentages and scores to two decimals.
+private func hundredths(_ value: Double) -> Double { (value * 100).rounded() / 100 }

@@ -182,12 +182,10 @@ struct Call: AsyncParsableCommand {
             case .statistics(let s):
                 output.write(StatisticsJSON.object(s))
             case .audioDevice(let direction, let deviceEvent):
-                var line: [String: Any] = ["type": "device", "direction": direction.rawValue]
-                switch deviceEvent {
-                case .failed(let e): line["event"] = "failed"; line["message"] = "\(e)"
-                case .recovered(let name): line["event"] = "recovered"; line["device"] = name
-                case .moved(let name): line["event"] = "moved"; line["device"] = name
-                }
+                let change = CallReport.DeviceChange(atSeconds: 0, direction: direction, event: deviceEvent)
+                var line: [String: Any] = ["type": "device", "direction": change.direction, "event": change.event]
+                if let device = change.device { line["device"] = device }
+                if let message = change.message { line["message"] = message }
                 output.write(line)
             case .outboundMediaChanged(let disrupted):
                 output.write(["type": "outbound", "disrupted": disrupted])
