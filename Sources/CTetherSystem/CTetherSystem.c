@@ -88,6 +88,10 @@ static inline void eventcount_relax(void) {
 #endif
 }
 
+void CTetherSystem_relax(void) {
+    for (int j = 0; j < 16; j++) eventcount_relax();
+}
+
 static inline uint64_t eventcount_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -120,8 +124,9 @@ int CTetherSystem_eventcount_signal(uint32_t *word) {
     return 0;
 }
 
-int CTetherSystem_eventcount_wait(uint32_t *word, uint32_t ticket, const struct timespec *deadline, uint64_t spin_nanoseconds) {
+int CTetherSystem_eventcount_wait(uint32_t *word, uint32_t ticket, const struct timespec *deadline, uint64_t spin_nanoseconds, uint64_t *asleep_from) {
     _Atomic uint32_t *state = (_Atomic uint32_t *)word;
+    *asleep_from = 0;
     if (atomic_load_explicit(state, memory_order_acquire) != ticket) return 1;
     if (spin_nanoseconds > 0) {
         // Spin first: a signal within the budget costs neither side a system call. The word is
@@ -140,6 +145,7 @@ int CTetherSystem_eventcount_wait(uint32_t *word, uint32_t ticket, const struct 
     uint32_t expected = ticket;
     uint32_t parked = ticket | EVENTCOUNT_PARKED;
     if (!atomic_compare_exchange_strong_explicit(state, &expected, parked, memory_order_seq_cst, memory_order_acquire)) return 1;
+    *asleep_from = eventcount_now();
     while (atomic_load_explicit(state, memory_order_acquire) == parked) {
         // Absolute CLOCK_MONOTONIC deadline (FUTEX_WAIT_BITSET without FUTEX_CLOCK_REALTIME).
         long r = syscall(SYS_futex, word, FUTEX_WAIT_BITSET_PRIVATE, parked, deadline, NULL, FUTEX_BITSET_MATCH_ANY);

@@ -26,17 +26,54 @@ public final class EventCount: @unchecked Sendable {
     /// four spin budgets, in nanoseconds. Consumer only.
     @exclusivity(unchecked) private var typicalWaitNanoseconds: UInt64 = .max / 16
 
+    /// The window over which the consumer's time awake (working or spinning) is capped.
+    public let spinWindowNanoseconds: UInt64
+    /// Start of the current window, monotonic nanoseconds. Consumer only.
+    @exclusivity(unchecked) private var windowStartNanoseconds: UInt64 = 0
+    /// Time awake in the current window: between waits, and spinning in them. Consumer only.
+    @exclusivity(unchecked) private var awakeInWindowNanoseconds: UInt64 = 0
+    /// When the last wait returned (0: none yet). Consumer only.
+    @exclusivity(unchecked) private var lastReturnNanoseconds: UInt64 = 0
+    /// A `spin(…)` that ran out: when it began and its budget, so that the `wait` after it
+    /// books the whole wait (0: none). Consumer only.
+    @exclusivity(unchecked) private var pendingSpinStartNanoseconds: UInt64 = 0
+    @exclusivity(unchecked) private var pendingSpinBudgetNanoseconds: UInt64 = 0
+    /// Totals since creation. Consumer only.
+    @exclusivity(unchecked) private var totals = ConsumerTimes()
+
+    /// Where the consumer's waits went, since the event count was created.
+    public struct ConsumerTimes: Sendable, Equatable {
+        /// Time spent spinning (in waits that spun).
+        public var spinningNanoseconds: UInt64 = 0
+        /// Time spent asleep in the kernel.
+        public var asleepNanoseconds: UInt64 = 0
+        /// Waits that would have spun (short recent waits, a budget given) but slept because the
+        /// window's awake time was used up.
+        public var spinsRefusedForTheWindow = 0
+        /// Waits in all.
+        public var waits = 0
+    }
+
     /// What `prepareToWait()` hands out: the state the wait sleeps on.
     public struct Ticket: Sendable, Equatable {
         fileprivate let value: UInt32
     }
 
-    public init() {
+    /// - Parameter spinWindowNanoseconds: the consumer spins only while its time awake (working
+    ///   between waits, or spinning in them) stays under three quarters of each window of this
+    ///   length (10 ms by default; a spin budget above three quarters of it never spins).
+    public init(spinWindowNanoseconds: UInt64 = 10_000_000) {
+        self.spinWindowNanoseconds = spinWindowNanoseconds
         word = .allocate(capacity: 1)
         word.initialize(to: 0)
     }
 
     deinit { word.deallocate() }
+
+    /// Where the consumer's waits went.
+    /// - Note: The consumer's thread, or another after the consumer has stopped (its figures are
+    ///   plain fields: read only once a join or a lock ordered them).
+    public var consumerTimes: ConsumerTimes { totals }
 
     /// Ends the consumer's wait if it holds a ticket.
     /// - Returns: whether a wake-up was sent (false: nobody was waiting, or the consumer was
@@ -59,20 +96,122 @@ public final class EventCount: @unchecked Sendable {
     /// every 20 ms never spins, one fed every few tens of microseconds does. A signal that finds
     /// the consumer spinning ends the wait with no system call on either side and no wake-up
     /// latency; one that finds it asleep makes one `futex` wake.
+    ///
+    /// Spinning is capped: the consumer spins only while its time awake in the current window
+    /// (`spinWindowNanoseconds`; working between waits and spinning in them) plus this spin stays
+    /// under three quarters of the window. A realtime (`SCHED_FIFO`) thread that never sleeps is
+    /// stopped by the kernel for 50 ms of every second (`sched_rt_runtime_us`, 950 000 of
+    /// 1 000 000 on Debian); a consumer fed faster than its spin budget would spin without end
+    /// and be stopped with every call it serves. Capped, it sleeps for at least a quarter of each
+    /// window it is not busy working.
     /// - Returns: `true` when signalled (at once if the signal came before the call), `false` on
     ///   time-out (the ticket is still good for another wait).
+    /// - Note: Consumer thread only. No allocation, no lock; two clock reads (three when it sleeps).
     @discardableResult
     public func wait(_ ticket: Ticket, untilMonotonicNanoseconds deadlineNanoseconds: UInt64, spinNanoseconds: UInt64 = 0) -> Bool {
         var ts = timespec(
             tv_sec: Int(deadlineNanoseconds / 1_000_000_000),
             tv_nsec: Int(deadlineNanoseconds % 1_000_000_000))
-        guard spinNanoseconds > 0 else { return CTetherSystem_eventcount_wait(word, ticket.value, &ts, 0) != 0 }
         let start = MonotonicClock.nanoseconds()
-        // Not past the deadline: a wait that ends sooner is a time-out, not a spin.
-        let spin = typicalWaitNanoseconds < spinNanoseconds && deadlineNanoseconds > start &+ spinNanoseconds ? spinNanoseconds : 0
-        let signalled = CTetherSystem_eventcount_wait(word, ticket.value, &ts, spin) != 0
-        let waited = min(MonotonicClock.nanoseconds() &- start, 4 * spinNanoseconds)
-        typicalWaitNanoseconds = min(typicalWaitNanoseconds, 4 * spinNanoseconds) / 8 * 7 + waited / 8
+        countAwake(until: start)
+        let spin = maySpin(spinNanoseconds, from: start, deadline: deadlineNanoseconds) ? spinNanoseconds : 0
+        var asleepFrom: UInt64 = 0
+        let signalled = CTetherSystem_eventcount_wait(word, ticket.value, &ts, spin, &asleepFrom) != 0
+        let end = MonotonicClock.nanoseconds()
+        let awake = asleepFrom == 0 ? end &- start : asleepFrom &- start
+        if spin > 0 { totals.spinningNanoseconds &+= awake }
+        if asleepFrom != 0 { totals.asleepNanoseconds &+= end &- asleepFrom }
+        if pendingSpinStartNanoseconds != 0 {
+            // This wait began with a spin on the consumer's input: the wait's length is from there.
+            waited(from: pendingSpinStartNanoseconds, to: end, awake: awake, budget: pendingSpinBudgetNanoseconds)
+            pendingSpinStartNanoseconds = 0
+        } else {
+            waited(from: start, to: end, awake: awake, budget: spinNanoseconds)
+        }
         return signalled
+    }
+
+    /// Consumer, before it takes a ticket: spins for up to `spinNanoseconds` (not past
+    /// `deadlineNanoseconds`) until `ready()` is true, under `wait`'s rules (recent waits shorter
+    /// than the budget, the window's cap on time awake). No ticket is out meanwhile, so the
+    /// producers' signals cost them nothing: the consumer watches its input, not the event count.
+    /// For a consumer of one ring, which it can look at as cheaply as at the count; the media
+    /// worker, fed by many rings, spins in `wait` instead.
+    /// - Returns: whether `ready()` became true. When false, the caller takes a ticket, looks
+    ///   once more and waits (giving `wait` no spin budget: this was its spin).
+    /// - Note: Consumer thread only. No allocation, no lock.
+    public func spin(upToNanoseconds spinNanoseconds: UInt64, untilMonotonicNanoseconds deadlineNanoseconds: UInt64, until ready: () -> Bool) -> Bool {
+        let start = MonotonicClock.nanoseconds()
+        countAwake(until: start)
+        if ready() {
+            // Nothing to wait for: a wait of no length (it teaches the average that waits are short).
+            waited(from: start, to: start, awake: 0, budget: spinNanoseconds)
+            return true
+        }
+        guard maySpin(spinNanoseconds, from: start, deadline: deadlineNanoseconds) else {
+            // Not spinning is still the start of a wait whose length the average needs.
+            if spinNanoseconds > 0 {
+                pendingSpinStartNanoseconds = start
+                pendingSpinBudgetNanoseconds = spinNanoseconds
+            }
+            lastReturnNanoseconds = start
+            return false
+        }
+        var now = start
+        var isReady = false
+        while !isReady && now &- start < spinNanoseconds {
+            CTetherSystem_relax()
+            isReady = ready()
+            if !isReady { now = MonotonicClock.nanoseconds() }
+        }
+        let end = MonotonicClock.nanoseconds()
+        totals.spinningNanoseconds &+= end &- start
+        // A spin that ended in work is a whole wait for the average; one that ran out is the
+        // start of the `wait` that follows, which books the whole length from here.
+        if isReady {
+            waited(from: start, to: end, awake: end &- start, budget: spinNanoseconds)
+        } else {
+            awakeInWindowNanoseconds &+= end &- start
+            lastReturnNanoseconds = end
+            pendingSpinStartNanoseconds = start
+            pendingSpinBudgetNanoseconds = spinNanoseconds
+        }
+        return isReady
+    }
+
+    /// Counts the consumer's time awake since its last wait against the window (a new window
+    /// from `now` once the current one is over).
+    private func countAwake(until now: UInt64) {
+        if lastReturnNanoseconds != 0 { awakeInWindowNanoseconds &+= now &- lastReturnNanoseconds }
+        lastReturnNanoseconds = 0
+        if now &- windowStartNanoseconds >= spinWindowNanoseconds {
+            // A new window: what was awake before it does not count against it.
+            windowStartNanoseconds = now
+            awakeInWindowNanoseconds = 0
+        }
+    }
+
+    /// Whether a wait starting at `start` may spin for `budget`: its recent waits were shorter,
+    /// the deadline is further, and the window's time awake allows it.
+    private func maySpin(_ budget: UInt64, from start: UInt64, deadline: UInt64) -> Bool {
+        // Not past the deadline: a wait that ends sooner is a time-out, not a spin.
+        guard budget > 0, typicalWaitNanoseconds < budget, deadline > start &+ budget else { return false }
+        guard awakeInWindowNanoseconds &+ budget <= spinWindowNanoseconds / 4 * 3 else {
+            totals.spinsRefusedForTheWindow += 1
+            return false
+        }
+        return true
+    }
+
+    /// Books a finished wait: `awake` of it against the window, its length into the average of
+    /// recent waits (only for callers that spin).
+    private func waited(from start: UInt64, to end: UInt64, awake: UInt64, budget: UInt64) {
+        awakeInWindowNanoseconds &+= awake
+        totals.waits += 1
+        lastReturnNanoseconds = end
+        if budget > 0 {
+            let length = min(end &- start, 4 * budget)
+            typicalWaitNanoseconds = min(typicalWaitNanoseconds, 4 * budget) / 8 * 7 + length / 8
+        }
     }
 }

@@ -38,7 +38,8 @@ struct EventCountTests {
     /// A consumer whose waits have been short spins before it sleeps (here up to 5 s): a signal
     /// that comes while it spins ends the wait with no system call.
     @Test func aSpinningConsumerIsSignalledWithNoSystemCall() throws {
-        let e = EventCount()
+        // A window long enough for a 5 s spin (the default, 10 ms, lets a consumer spin 7.5 ms).
+        let e = EventCount(spinWindowNanoseconds: 60_000_000_000)
         let spin: UInt64 = 5_000_000_000
         // Short waits (each signalled before it began) teach it that waits are short.
         for _ in 0..<32 {
@@ -60,6 +61,84 @@ struct EventCountTests {
         consumer.join()
         let wasWoken = woken.load(ordering: .acquiring)
         #expect(wasWoken)
+    }
+
+    /// A consumer of one ring spins on the ring itself, with no ticket out: the producer's signal
+    /// finds nobody to wake, and the spin ends when the value is there.
+    @Test func aConsumerSpinningOnItsRingCostsTheProducerNothing() throws {
+        let e = EventCount(spinWindowNanoseconds: 60_000_000_000)
+        let ring = SPSCRing<UInt32>(capacity: 16)
+        let spin: UInt64 = 5_000_000_000
+        // Short waits first (each spin finds its value at once).
+        for i in 0..<32 {
+            var v = UInt32(i)
+            _ = withUnsafePointer(to: &v) { ring.write(UnsafeBufferPointer(start: $0, count: 1)) }
+            #expect(e.spin(upToNanoseconds: spin, untilMonotonicNanoseconds: MonotonicClock.nanoseconds() + 60_000_000_000) { ring.availableToRead > 0 })
+            _ = ring.discard(1)
+        }
+        let ready = Atomic<Bool>(false)
+        let found = Atomic<Bool>(false)
+        let consumer = RealtimeThread(name: "ec-ringspin", realtimePriority: 0)
+        try consumer.start { _ in
+            ready.store(true, ordering: .releasing)
+            found.store(e.spin(upToNanoseconds: spin, untilMonotonicNanoseconds: MonotonicClock.nanoseconds() + 60_000_000_000) { ring.availableToRead > 0 }, ordering: .releasing)
+        }
+        while !ready.load(ordering: .acquiring) { sched_yield() }
+        usleep(20_000)  // well inside the 5 s of spinning, however slow the machine
+        var v: UInt32 = 99
+        #expect(withUnsafePointer(to: &v) { ring.write(UnsafeBufferPointer(start: $0, count: 1)) } == 1)
+        #expect(!e.signal())  // no ticket out: nothing to wake, no system call
+        consumer.join()
+        let wasFound = found.load(ordering: .acquiring)
+        #expect(wasFound)
+        #expect(e.consumerTimes.spinningNanoseconds >= 10_000_000)
+        // A fresh consumer (no short waits) does not spin on its ring either: it gives up at once.
+        let fresh = EventCount(spinWindowNanoseconds: 60_000_000_000)
+        let start = MonotonicClock.nanoseconds()
+        #expect(!fresh.spin(upToNanoseconds: spin, untilMonotonicNanoseconds: start + 60_000_000_000) { false })
+        #expect(MonotonicClock.nanoseconds() - start < 2_500_000_000)
+    }
+
+    /// A consumer fed faster than its spin budget would spin without end — at realtime priority
+    /// the kernel then stops it for 50 ms of every second. The cap makes it sleep at least a
+    /// quarter of each 10 ms window: fed every 20 µs for 300 ms, it is asleep for a good share of
+    /// that time (without the cap: next to none), and the waits it could not spin are counted.
+    @Test func aConsumerFedFasterThanItsBudgetStillSleeps() throws {
+        let e = EventCount()
+        let ring = SPSCRing<UInt32>(capacity: 4096)
+        let done = Atomic<Bool>(false)
+        let producer = RealtimeThread(name: "ec-fastfeed", realtimePriority: 0)
+        let feedNanoseconds: UInt64 = 300_000_000
+        try producer.start { _ in
+            let start = MonotonicClock.nanoseconds()
+            var next = start
+            var v: UInt32 = 0
+            while MonotonicClock.nanoseconds() - start < feedNanoseconds {
+                while MonotonicClock.nanoseconds() < next {}
+                _ = withUnsafePointer(to: &v) { ring.write(UnsafeBufferPointer(start: $0, count: 1)) }
+                e.signal()
+                v &+= 1
+                next += 20_000
+            }
+            done.store(true, ordering: .releasing)
+            e.signal()
+        }
+        let start = MonotonicClock.nanoseconds()
+        var buffer = [UInt32](repeating: 0, count: 256)
+        while !done.load(ordering: .acquiring) {
+            if buffer.withUnsafeMutableBufferPointer({ ring.read(into: $0) }) > 0 { continue }
+            let ticket = e.prepareToWait()
+            if buffer.withUnsafeMutableBufferPointer({ ring.read(into: $0) }) > 0 || done.load(ordering: .acquiring) { continue }
+            e.wait(ticket, untilMonotonicNanoseconds: MonotonicClock.nanoseconds() + 1_000_000_000, spinNanoseconds: EventCount.mediaSpinNanoseconds)
+        }
+        let elapsed = MonotonicClock.nanoseconds() - start
+        producer.join()
+        let times = e.consumerTimes
+        let asleep = Double(times.asleepNanoseconds) / Double(elapsed)
+        print("fed every 20 µs for \(elapsed / 1_000_000) ms: spinning \(times.spinningNanoseconds / 1_000_000) ms, asleep \(times.asleepNanoseconds / 1_000_000) ms, \(times.spinsRefusedForTheWindow) spins refused of \(times.waits) waits")
+        // The cap leaves at least 25 % of each window to sleep (less the last spin and the
+        // consumer's own work); a slower machine only makes waits longer and the share larger.
+        #expect(asleep >= 0.15, "asleep \(Int(asleep * 100)) % of the time")
     }
 
     /// A consumer that has not had short waits does not spin, whatever budget it is given: it is

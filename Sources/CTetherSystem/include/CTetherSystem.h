@@ -27,12 +27,16 @@ pid_t CTetherSystem_spawn(char *const argv[], int stdout_fd, int stderr_fd);
 /// wakes the consumer only when a ticket is out. `state` starts at 0.
 /// Returns the ticket (the state with the waiter bit set).
 uint32_t CTetherSystem_eventcount_prepare(uint32_t *state);
+/// Sixteen spin-wait hints (`pause`): a spinning thread's pace between two looks.
+void CTetherSystem_relax(void);
 /// Ends the wait of a consumer holding a ticket; returns 1 when it made the system call (the
 /// consumer was asleep), 0 otherwise (nobody waited, or the consumer was still spinning).
 int CTetherSystem_eventcount_signal(uint32_t *state);
 /// Waits until a signal after `ticket` was taken, or the CLOCK_MONOTONIC instant `deadline`:
 /// first spinning for up to `spin_nanoseconds` (0: none), then asleep in the kernel.
 /// Returns 1 when signalled (at once if a signal already came), 0 on time-out (the ticket is
-/// still out: it may be waited on again).
-int CTetherSystem_eventcount_wait(uint32_t *state, uint32_t ticket, const struct timespec *deadline, uint64_t spin_nanoseconds);
+/// still out: it may be waited on again). `asleep_from` gets the CLOCK_MONOTONIC instant the
+/// consumer went to sleep, in nanoseconds, or 0 when it did not sleep (the caller's spin
+/// accounting: before it, the wait was awake).
+int CTetherSystem_eventcount_wait(uint32_t *state, uint32_t ticket, const struct timespec *deadline, uint64_t spin_nanoseconds, uint64_t *asleep_from);
 #endif
