@@ -10,7 +10,14 @@ enum RingBench {
     struct Result: Sendable {
         var medianLatencyNanoseconds: Double
         var p99LatencyNanoseconds: Double
+        /// The longest hand-off: a stall of the consumer (a realtime thread stopped by the
+        /// kernel's realtime throttling shows as about 50 ms).
+        var maximumLatencyNanoseconds: Double
         var messagesPerSecond: Double
+        /// The event count's consumer in the latency phase: share of the time spent spinning and
+        /// asleep (nil for the mutex queue).
+        var consumerSpinningShare: Double?
+        var consumerAsleepShare: Double?
     }
 
     /// A queue of stamps between one producer and one blocking consumer.
@@ -21,6 +28,8 @@ enum RingBench {
         /// `into.count` values, returns how many (0 after stop with nothing left).
         func receive(into: UnsafeMutableBufferPointer<UInt64>) -> Int
         func stop()
+        /// Where the consumer's waits went (the ring's event count only).
+        var consumerTimes: EventCount.ConsumerTimes? { get }
     }
 
     final class RingChannel: Channel, @unchecked Sendable {
@@ -29,9 +38,21 @@ enum RingBench {
         let stopped = Atomic<Bool>(false)
         /// How long the consumer spins before it sleeps (the media worker's figure by default).
         let spinNanoseconds: UInt64
+        /// What the consumer watches while it spins.
+        let spinsOn: SpinTarget
 
-        init(spinNanoseconds: UInt64 = EventCount.mediaSpinNanoseconds) {
+        enum SpinTarget {
+            /// The ring itself, before it takes a ticket (`EventCount.spin(…)`: a consumer of
+            /// one ring); producers' signals find no ticket and cost nothing.
+            case ring
+            /// The event count, with a ticket out (`wait(…, spinNanoseconds:)`: the media
+            /// worker's way, which has many rings to watch and one count).
+            case count
+        }
+
+        init(spinNanoseconds: UInt64 = EventCount.mediaSpinNanoseconds, spinsOn: SpinTarget = .ring) {
             self.spinNanoseconds = spinNanoseconds
+            self.spinsOn = spinsOn
         }
 
         func send(_ value: UInt64) -> Bool {
@@ -45,12 +66,18 @@ enum RingBench {
             while true {
                 let n = ring.read(into: buffer)
                 if n > 0 { return n }
+                // Stopped: what is left (the stop came after the last value), then 0.
+                if stopped.load(ordering: .acquiring) { return ring.read(into: buffer) }
+                let deadline = MonotonicClock.nanoseconds() + 100_000_000
+                if spinsOn == .ring && wakeup.spin(upToNanoseconds: spinNanoseconds, untilMonotonicNanoseconds: deadline, until: { ring.availableToRead > 0 || stopped.load(ordering: .relaxed) }) {
+                    continue
+                }
                 // The event count's order: ticket, look again, sleep only on an empty ring.
                 let ticket = wakeup.prepareToWait()
                 let m = ring.read(into: buffer)
                 if m > 0 { return m }
                 if stopped.load(ordering: .acquiring) { return ring.read(into: buffer) }
-                wakeup.wait(ticket, untilMonotonicNanoseconds: MonotonicClock.nanoseconds() + 100_000_000, spinNanoseconds: spinNanoseconds)
+                wakeup.wait(ticket, untilMonotonicNanoseconds: deadline, spinNanoseconds: spinsOn == .count ? spinNanoseconds : 0)
             }
         }
 
@@ -58,6 +85,8 @@ enum RingBench {
             stopped.store(true, ordering: .releasing)
             wakeup.signal()
         }
+
+        var consumerTimes: EventCount.ConsumerTimes? { wakeup.consumerTimes }
     }
 
     final class MutexChannel: Channel, @unchecked Sendable {
@@ -112,6 +141,8 @@ enum RingBench {
             pthread_cond_signal(condition)
             pthread_mutex_unlock(mutex)
         }
+
+        var consumerTimes: EventCount.ConsumerTimes? { nil }
     }
 
     /// Latency: `messages` stamps sent one every `intervalNanoseconds` (the consumer is asleep
@@ -121,6 +152,8 @@ enum RingBench {
         // Latency.
         let latencies = UnsafeMutableBufferPointer<UInt64>.allocate(capacity: messages)
         defer { latencies.deallocate() }
+        var consumerTimes: EventCount.ConsumerTimes?
+        var latencySeconds = 0.0
         do {
             let channel = make()
             let received = Atomic<Int>(0)
@@ -141,7 +174,8 @@ enum RingBench {
                     received.store(index, ordering: .releasing)
                 }
             }
-            var next = MonotonicClock.nanoseconds() + 1_000_000
+            let first = MonotonicClock.nanoseconds() + 1_000_000
+            var next = first
             for _ in 0..<messages {
                 while MonotonicClock.nanoseconds() < next {}  // spin to the instant: no sleep jitter in the producer
                 _ = channel.send(MonotonicClock.nanoseconds())
@@ -150,6 +184,8 @@ enum RingBench {
             while received.load(ordering: .acquiring) < messages {}
             channel.stop()
             consumer.join()
+            latencySeconds = Double(MonotonicClock.nanoseconds() - first) / 1e9
+            consumerTimes = channel.consumerTimes
         }
         let sorted = Array(latencies).sorted()
 
@@ -179,7 +215,10 @@ enum RingBench {
         return Result(
             medianLatencyNanoseconds: Double(sorted[sorted.count / 2]),
             p99LatencyNanoseconds: Double(sorted[min(sorted.count - 1, sorted.count * 99 / 100)]),
-            messagesPerSecond: Double(total.load(ordering: .acquiring)) / seconds)
+            maximumLatencyNanoseconds: Double(sorted.last ?? 0),
+            messagesPerSecond: Double(total.load(ordering: .acquiring)) / seconds,
+            consumerSpinningShare: consumerTimes.map { Double($0.spinningNanoseconds) / 1e9 / latencySeconds },
+            consumerAsleepShare: consumerTimes.map { Double($0.asleepNanoseconds) / 1e9 / latencySeconds })
     }
 
     /// Carries a pointer into a thread body (the bench owns its lifetime).
@@ -194,8 +233,8 @@ struct RingsBench: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "rings", abstract: "Hand-off between two threads: the SPSC ring with its event count against a mutex and condition queue (one step of `run`).")
 
-    @Option(help: "Messages for the latency figures (one every 50 µs).")
-    var messages: Int = 20_000
+    @Option(help: "Messages for the latency figures (one every 50 µs; the default, 3 s, spans three periods of the kernel's realtime throttling).")
+    var messages: Int = 60_000
 
     @Option(help: "Messages for the throughput figure.")
     var burst: Int = 2_000_000
@@ -206,12 +245,17 @@ struct RingsBench: ParsableCommand {
     func run() throws {
         let spins = [Int(EventCount.mediaSpinNanoseconds / 1000)] + spinMicroseconds
         var channels: [(String, () -> any RingBench.Channel)] = spins.map { us in
-            ("ring + event count, spin \(us) µs", { RingBench.RingChannel(spinNanoseconds: UInt64(us) * 1000) })
+            ("ring + event count, spin \(us) µs on the ring", { RingBench.RingChannel(spinNanoseconds: UInt64(us) * 1000) })
         }
+        channels.append(("ring + event count, spin \(spins[0]) µs on the count (the media worker's wait)", { RingBench.RingChannel(spinsOn: .count) }))
         channels.append(("mutex + condition", { RingBench.MutexChannel() }))
         for (name, make) in channels {
             let r = RingBench.measure(make, messages: messages, burst: burst)
-            say(String(format: "%@: latency median %.1f µs, p99 %.1f µs; throughput %.1f M msg/s", name, r.medianLatencyNanoseconds / 1000, r.p99LatencyNanoseconds / 1000, r.messagesPerSecond / 1e6))
+            var line = String(format: "%@: latency median %.1f µs, p99 %.1f µs, max %.1f µs; throughput %.1f M msg/s", name, r.medianLatencyNanoseconds / 1000, r.p99LatencyNanoseconds / 1000, r.maximumLatencyNanoseconds / 1000, r.messagesPerSecond / 1e6)
+            if let spinning = r.consumerSpinningShare, let asleep = r.consumerAsleepShare {
+                line += String(format: "; consumer spinning %.0f %%, asleep %.0f %% of the latency phase", 100 * spinning, 100 * asleep)
+            }
+            say(line)
         }
     }
 }
