@@ -34,8 +34,9 @@ public final class EventCount: @unchecked Sendable {
     @exclusivity(unchecked) private var awakeInWindowNanoseconds: UInt64 = 0
     /// When the last wait returned (0: none yet). Consumer only.
     @exclusivity(unchecked) private var lastReturnNanoseconds: UInt64 = 0
-    /// A `spin(…)` that ran out: when it began and its budget, so that the `wait` after it
-    /// books the whole wait (0: none). Consumer only.
+    /// A `spin(…)` that ran out (or did not spin): when it began and its budget, so that the
+    /// `wait` after it books the whole wait (start 0: none; budget 0: not for the average).
+    /// Consumer only.
     @exclusivity(unchecked) private var pendingSpinStartNanoseconds: UInt64 = 0
     @exclusivity(unchecked) private var pendingSpinBudgetNanoseconds: UInt64 = 0
     /// Totals since creation. Consumer only.
@@ -106,7 +107,8 @@ public final class EventCount: @unchecked Sendable {
     /// window it is not busy working.
     /// - Returns: `true` when signalled (at once if the signal came before the call), `false` on
     ///   time-out (the ticket is still good for another wait).
-    /// - Note: Consumer thread only. No allocation, no lock; two clock reads (three when it sleeps).
+    /// - Note: Consumer thread only. No allocation, no lock; two clock reads, one more when it
+    ///   sleeps and one every few hundred nanoseconds while it spins.
     @discardableResult
     public func wait(_ ticket: Ticket, untilMonotonicNanoseconds deadlineNanoseconds: UInt64, spinNanoseconds: UInt64 = 0) -> Bool {
         var ts = timespec(
@@ -114,7 +116,8 @@ public final class EventCount: @unchecked Sendable {
             tv_nsec: Int(deadlineNanoseconds % 1_000_000_000))
         let start = MonotonicClock.nanoseconds()
         countAwake(until: start)
-        let spin = maySpin(spinNanoseconds, from: start, deadline: deadlineNanoseconds) ? spinNanoseconds : 0
+        let decision = maySpin(spinNanoseconds, from: start, deadline: deadlineNanoseconds)
+        let spin = decision == .spin ? spinNanoseconds : 0
         var asleepFrom: UInt64 = 0
         let signalled = CTetherSystem_eventcount_wait(word, ticket.value, &ts, spin, &asleepFrom) != 0
         let end = MonotonicClock.nanoseconds()
@@ -126,7 +129,10 @@ public final class EventCount: @unchecked Sendable {
             waited(from: pendingSpinStartNanoseconds, to: end, awake: awake, budget: pendingSpinBudgetNanoseconds)
             pendingSpinStartNanoseconds = 0
         } else {
-            waited(from: start, to: end, awake: awake, budget: spinNanoseconds)
+            // A wait that slept only because the window was used up says nothing about how long
+            // waits are (its wake-up latency would teach the average that they are long, and a
+            // consumer fed just under its budget would never spin again).
+            waited(from: start, to: end, awake: awake, budget: decision == .refusedForTheWindow ? 0 : spinNanoseconds)
         }
         return signalled
     }
@@ -143,17 +149,18 @@ public final class EventCount: @unchecked Sendable {
     public func spin(upToNanoseconds spinNanoseconds: UInt64, untilMonotonicNanoseconds deadlineNanoseconds: UInt64, until ready: () -> Bool) -> Bool {
         let start = MonotonicClock.nanoseconds()
         countAwake(until: start)
+        pendingSpinStartNanoseconds = 0  // one left by a spin whose caller found work without waiting
         if ready() {
             // Nothing to wait for: a wait of no length (it teaches the average that waits are short).
             waited(from: start, to: start, awake: 0, budget: spinNanoseconds)
             return true
         }
-        guard maySpin(spinNanoseconds, from: start, deadline: deadlineNanoseconds) else {
-            // Not spinning is still the start of a wait whose length the average needs.
-            if spinNanoseconds > 0 {
-                pendingSpinStartNanoseconds = start
-                pendingSpinBudgetNanoseconds = spinNanoseconds
-            }
+        let decision = maySpin(spinNanoseconds, from: start, deadline: deadlineNanoseconds)
+        guard decision == .spin else {
+            // Not spinning is still the start of a wait whose length the average needs (unless
+            // only the window's cap stopped it: see `wait`).
+            pendingSpinStartNanoseconds = start
+            pendingSpinBudgetNanoseconds = decision == .refusedForTheWindow ? 0 : spinNanoseconds
             lastReturnNanoseconds = start
             return false
         }
@@ -191,16 +198,18 @@ public final class EventCount: @unchecked Sendable {
         }
     }
 
+    private enum SpinDecision { case spin, no, refusedForTheWindow }
+
     /// Whether a wait starting at `start` may spin for `budget`: its recent waits were shorter,
     /// the deadline is further, and the window's time awake allows it.
-    private func maySpin(_ budget: UInt64, from start: UInt64, deadline: UInt64) -> Bool {
+    private func maySpin(_ budget: UInt64, from start: UInt64, deadline: UInt64) -> SpinDecision {
         // Not past the deadline: a wait that ends sooner is a time-out, not a spin.
-        guard budget > 0, typicalWaitNanoseconds < budget, deadline > start &+ budget else { return false }
+        guard budget > 0, typicalWaitNanoseconds < budget, deadline > start &+ budget else { return .no }
         guard awakeInWindowNanoseconds &+ budget <= spinWindowNanoseconds / 4 * 3 else {
             totals.spinsRefusedForTheWindow += 1
-            return false
+            return .refusedForTheWindow
         }
-        return true
+        return .spin
     }
 
     /// Books a finished wait: `awake` of it against the window, its length into the average of

@@ -76,14 +76,20 @@ struct EventCountTests {
             #expect(e.spin(upToNanoseconds: spin, untilMonotonicNanoseconds: MonotonicClock.nanoseconds() + 60_000_000_000) { ring.availableToRead > 0 })
             _ = ring.discard(1)
         }
-        let ready = Atomic<Bool>(false)
+        let looks = Atomic<Int>(0)
         let found = Atomic<Bool>(false)
         let consumer = RealtimeThread(name: "ec-ringspin", realtimePriority: 0)
         try consumer.start { _ in
-            ready.store(true, ordering: .releasing)
-            found.store(e.spin(upToNanoseconds: spin, untilMonotonicNanoseconds: MonotonicClock.nanoseconds() + 60_000_000_000) { ring.availableToRead > 0 }, ordering: .releasing)
+            found.store(
+                e.spin(upToNanoseconds: spin, untilMonotonicNanoseconds: MonotonicClock.nanoseconds() + 60_000_000_000) {
+                    looks.add(1, ordering: .relaxed)
+                    return ring.availableToRead > 0
+                }, ordering: .releasing)
         }
-        while !ready.load(ordering: .acquiring) { sched_yield() }
+        // Two looks: the consumer is in its spin loop (the first look is before it).
+        let give = MonotonicClock.nanoseconds() + 10_000_000_000
+        while looks.load(ordering: .relaxed) < 2 && MonotonicClock.nanoseconds() < give { sched_yield() }
+        #expect(looks.load(ordering: .relaxed) >= 2, "the consumer did not spin")
         usleep(20_000)  // well inside the 5 s of spinning, however slow the machine
         var v: UInt32 = 99
         #expect(withUnsafePointer(to: &v) { ring.write(UnsafeBufferPointer(start: $0, count: 1)) } == 1)
@@ -102,9 +108,17 @@ struct EventCountTests {
     /// A consumer fed faster than its spin budget would spin without end — at realtime priority
     /// the kernel then stops it for 50 ms of every second. The cap makes it sleep at least a
     /// quarter of each 10 ms window: fed every 20 µs for 300 ms, it is asleep for a good share of
-    /// that time (without the cap: next to none), and the waits it could not spin are counted.
+    /// that time (without the cap: next to none), and it had waits it could not spin. A machine
+    /// too loaded to feed it that fast (its waits grow past the budget and it stops spinning by
+    /// itself) cannot test the cap: the test is then cancelled, not passed.
     @Test func aConsumerFedFasterThanItsBudgetStillSleeps() throws {
         let e = EventCount()
+        // Short waits first (signalled before they began): the consumer starts out spinning.
+        for _ in 0..<32 {
+            let t = e.prepareToWait()
+            e.signal()
+            e.wait(t, untilMonotonicNanoseconds: MonotonicClock.nanoseconds() + 1_000_000_000, spinNanoseconds: EventCount.mediaSpinNanoseconds)
+        }
         let ring = SPSCRing<UInt32>(capacity: 4096)
         let done = Atomic<Bool>(false)
         let producer = RealtimeThread(name: "ec-fastfeed", realtimePriority: 0)
@@ -136,6 +150,10 @@ struct EventCountTests {
         let times = e.consumerTimes
         let asleep = Double(times.asleepNanoseconds) / Double(elapsed)
         print("fed every 20 µs for \(elapsed / 1_000_000) ms: spinning \(times.spinningNanoseconds / 1_000_000) ms, asleep \(times.asleepNanoseconds / 1_000_000) ms, \(times.spinsRefusedForTheWindow) spins refused of \(times.waits) waits")
+        #expect(times.spinningNanoseconds > 0)
+        if times.spinsRefusedForTheWindow == 0 {
+            try Test.cancel("the consumer never used up a window's spinning (\(times.spinningNanoseconds / 1_000_000) ms spun in \(elapsed / 1_000_000) ms): the machine fed it too slowly to test the cap")
+        }
         // The cap leaves at least 25 % of each window to sleep (less the last spin and the
         // consumer's own work); a slower machine only makes waits longer and the share larger.
         #expect(asleep >= 0.15, "asleep \(Int(asleep * 100)) % of the time")
