@@ -18,6 +18,18 @@ enum RingBench {
         /// asleep (nil for the mutex queue).
         var consumerSpinningShare: Double?
         var consumerAsleepShare: Double?
+
+        /// The figures for `run`'s JSON (the spinning share only where there is an event count).
+        var dictionary: [String: Double] {
+            var d = ["medianLatencyNs": medianLatencyNanoseconds, "p99LatencyNs": p99LatencyNanoseconds, "maxLatencyNs": maximumLatencyNanoseconds, "messagesPerSecond": messagesPerSecond]
+            d["consumerSpinningShare"] = consumerSpinningShare
+            return d
+        }
+
+        /// "median / p99 / max µs".
+        var latencyText: String {
+            String(format: "%.1f / %.1f / %.1f µs", medianLatencyNanoseconds / 1000, p99LatencyNanoseconds / 1000, maximumLatencyNanoseconds / 1000)
+        }
     }
 
     /// A queue of stamps between one producer and one blocking consumer.

@@ -55,14 +55,10 @@ struct RunBench: AsyncParsableCommand {
         let ring = RingBench.measure({ RingBench.RingChannel() }, messages: messages, burst: quick ? 500_000 : 2_000_000)
         let worker = RingBench.measure({ RingBench.RingChannel(spinsOn: .count) }, messages: messages, burst: quick ? 500_000 : 2_000_000)
         let mutex = RingBench.measure({ RingBench.MutexChannel() }, messages: messages, burst: quick ? 500_000 : 2_000_000)
-        figures["handOff"] = [
-            "ring": ["medianLatencyNs": ring.medianLatencyNanoseconds, "p99LatencyNs": ring.p99LatencyNanoseconds, "maxLatencyNs": ring.maximumLatencyNanoseconds, "messagesPerSecond": ring.messagesPerSecond, "consumerSpinningShare": ring.consumerSpinningShare ?? 0],
-            "ringAsTheMediaWorkerWaits": ["medianLatencyNs": worker.medianLatencyNanoseconds, "p99LatencyNs": worker.p99LatencyNanoseconds, "maxLatencyNs": worker.maximumLatencyNanoseconds, "messagesPerSecond": worker.messagesPerSecond, "consumerSpinningShare": worker.consumerSpinningShare ?? 0],
-            "mutexQueue": ["medianLatencyNs": mutex.medianLatencyNanoseconds, "p99LatencyNs": mutex.p99LatencyNanoseconds, "maxLatencyNs": mutex.maximumLatencyNanoseconds, "messagesPerSecond": mutex.messagesPerSecond],
-        ]
-        table.append(("hand-off latency median / p99 / max, ring", String(format: "%.1f / %.1f / %.1f µs", ring.medianLatencyNanoseconds / 1000, ring.p99LatencyNanoseconds / 1000, ring.maximumLatencyNanoseconds / 1000), "median, p99 below the mutex queue's"))
-        table.append(("hand-off latency median / p99 / max, ring as the worker waits", String(format: "%.1f / %.1f / %.1f µs", worker.medianLatencyNanoseconds / 1000, worker.p99LatencyNanoseconds / 1000, worker.maximumLatencyNanoseconds / 1000), ""))
-        table.append(("hand-off latency median / p99 / max, mutex queue", String(format: "%.1f / %.1f / %.1f µs", mutex.medianLatencyNanoseconds / 1000, mutex.p99LatencyNanoseconds / 1000, mutex.maximumLatencyNanoseconds / 1000), ""))
+        figures["handOff"] = ["ring": ring.dictionary, "ringAsTheMediaWorkerWaits": worker.dictionary, "mutexQueue": mutex.dictionary]
+        table.append(("hand-off latency median / p99 / max, ring", ring.latencyText, "median, p99 below the mutex queue's"))
+        table.append(("hand-off latency median / p99 / max, ring as the worker waits", worker.latencyText, ""))
+        table.append(("hand-off latency median / p99 / max, mutex queue", mutex.latencyText, ""))
         table.append(("throughput, ring / as the worker waits / mutex queue", String(format: "%.1f / %.1f / %.1f M msg/s", ring.messagesPerSecond / 1e6, worker.messagesPerSecond / 1e6, mutex.messagesPerSecond / 1e6), "ring above"))
 
         // 4. Calls per core.

@@ -137,7 +137,7 @@ int CTetherSystem_eventcount_wait(uint32_t *word, uint32_t ticket, const struct 
         do {
             for (int i = 0; i < 8; i++) {
                 if (atomic_load_explicit(state, memory_order_acquire) != ticket) return 1;
-                for (int j = 0; j < 16; j++) eventcount_relax();
+                CTetherSystem_relax();
             }
         } while (eventcount_now() - start < spin_nanoseconds);
     }
