@@ -61,7 +61,7 @@ public final class ArrivalDelayEstimator {
         let rank = min(count - 1, Int((Double(count - 1) * percentile).rounded(.up)))
         lowestTransitNanoseconds = sorted[0]
         percentileTransitNanoseconds = sorted[rank]
-        spreadNanoseconds = sorted[rank] - sorted[0]
+        spreadNanoseconds = sorted[rank] &- sorted[0]
     }
 
     /// Forgets every packet (a new stream).

@@ -158,7 +158,7 @@ public final class JitterBuffer {
     ///
     /// - Precondition: clock rate, frame duration, slot count (at least 2) and payload capacity are positive.
     public init(configuration: Configuration = Configuration()) {
-        precondition(configuration.clockRateHertz > 0, "clock rate must be positive")
+        precondition(configuration.clockRateHertz > 0 && configuration.clockRateHertz <= 1_000_000_000, "clock rate must be positive (and at most 1 GHz)")
         precondition(configuration.frameSamples > 0, "frame duration must be positive")
         precondition(configuration.slotCount >= 2, "at least two slots are needed")
         precondition(configuration.maximumPayloadBytes > 0, "payload capacity must be positive")
@@ -608,9 +608,16 @@ public final class JitterBuffer {
 
     private enum Adjustment { case keep, insert, drop }
 
-    /// The media time of an extended timestamp, in nanoseconds (the transits' time base).
+    /// The media time of an extended timestamp since the stream's first packet, in nanoseconds
+    /// (the transits' time base). Whole seconds and the rest are scaled apart, so no product
+    /// passes 64 bits however long the stream runs (`timestamp × 10⁹` did after 9.22 × 10⁹
+    /// samples: 53 hours at 48 kHz, 28.5 from a start near 2³²); the result wraps only after
+    /// 292 years of media, and everything that compares transits takes differences that wrap.
     private func mediaNanoseconds(_ timestamp: Int64) -> Int64 {
-        timestamp * 1_000_000_000 / clockRateHertz
+        let elapsed = timestamp &- anchorTimestamp
+        let seconds = elapsed / clockRateHertz
+        let rest = elapsed % clockRateHertz
+        return seconds &* 1_000_000_000 &+ rest * 1_000_000_000 / clockRateHertz
     }
 
     /// Adaptive delay control at one pull (see the type documentation); also updates the
@@ -629,16 +636,17 @@ public final class JitterBuffer {
             || (redundancyFECSeenNanoseconds != 0 && now &- redundancyFECSeenNanoseconds < lossMemoryNanoseconds)
         let lookahead = (configuration.lossLookahead && fecUsable ? 1 : 0) + (redundancyRecent ? redundancyDepthFrames : 0)
         let required = guardNanoseconds + (lossy ? lookahead * frameNanoseconds : 0)
-        let desired = min(estimator.percentileTransitNanoseconds + required, lowest + maximumDelayNanoseconds)
+        // Transits are differences of two clocks: only their differences (which wrap) mean anything.
+        let desired = lowest &+ min(estimator.percentileTransitNanoseconds &- lowest &+ required, maximumDelayNanoseconds)
         if scan.count > 0 {
-            counters.playoutDelayMilliseconds = Int(max(0, offset - lowest) / 1_000_000)
+            counters.playoutDelayMilliseconds = Int(max(0, offset &- lowest) / 1_000_000)
             lastBufferedPullNanoseconds = now
         } else if lastBufferedPullNanoseconds == 0 || now &- lastBufferedPullNanoseconds >= Self.silentAfterNanoseconds {
             counters.playoutDelayMilliseconds = nil
         }
         guard adaptive else { return .keep }
-        counters.targetDelayMilliseconds = Int((desired - lowest + 999_999) / 1_000_000)
-        let error = offset - desired
+        counters.targetDelayMilliseconds = Int((desired &- lowest &+ 999_999) / 1_000_000)
+        let error = offset &- desired
         if error < 0 {
             excessPulls = 0
             // An empty buffer is an underflow, which holds the playout point anyway.
