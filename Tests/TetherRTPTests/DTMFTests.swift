@@ -219,4 +219,61 @@ struct DTMFTests {
         let got = receiver.takeReceived()
         #expect(got == nil)
     }
+
+    // MARK: Length cap
+
+    /// A peer that never ends one event: segment after segment (timestamp one maximum segment
+    /// on each time, updates 1 ms apart, no end bit). 70,000 segments are past the 65,536 that
+    /// overflowed a 32-bit tick count; the digit is reported once, at the cap, as capped, and
+    /// the rest (its end packets too) is ignored; the next digit is reported as usual.
+    @Test(arguments: [UInt32(8000), 48_000])
+    func anEventThatNeverEndsIsReportedOnceAtTheCap(eventRate: UInt32) throws {
+        var receiver = DTMFReceiver(eventClockRateHz: eventRate)
+        let segmentTicks = DTMFSender.maximumSegmentDuration * (48_000 / eventRate)
+        var timestamp: UInt32 = 0xFFF0_0000
+        var now: UInt64 = 1_000_000_000
+        var got: [DTMFReceived] = []
+        for _ in 0..<70_000 {
+            receiver.receive(TelephoneEventPayload(event: 5, isEnd: false, duration: 0xFFFF), timestamp: timestamp, now: now)
+            while let r = receiver.takeReceived() { got.append(r) }
+            timestamp &+= segmentTicks
+            now += 1_000_000
+        }
+        receiver.receive(TelephoneEventPayload(event: 5, isEnd: true, duration: 100), timestamp: timestamp, now: now)
+        receiver.expire(now: now + 1_000_000_000)
+        while let r = receiver.takeReceived() { got.append(r) }
+        let five = try #require(DTMFDigit("5"))
+        #expect(got == [DTMFReceived(digit: five, durationMilliseconds: DTMFReceiver.maximumEventMilliseconds, endSeen: false, lengthCapped: true)])
+        // The next digit, 200 ms after, is its own.
+        timestamp &+= 9600
+        receiver.receive(TelephoneEventPayload(event: 1, isEnd: true, duration: eventRate == 8000 ? 800 : 4800), timestamp: timestamp, now: now + 2_000_000_000)
+        #expect(receiver.takeReceived() == DTMFReceived(digit: try #require(DTMFDigit("1")), durationMilliseconds: 100, endSeen: true))
+    }
+
+    /// A key held for 20 s, sent by our own sender: one digit of 20 s, not capped.
+    @Test func aKeyHeldTwentySecondsIsOneDigitOfTwentySeconds() throws {
+        var sender = DTMFSender(eventClockRateHz: 48_000, frameMilliseconds: 20)
+        sender.start(DTMFTone(digit: try #require(DTMFDigit("#")), durationMilliseconds: 20_000, gapMilliseconds: 50))
+        var receiver = DTMFReceiver(eventClockRateHz: 48_000)
+        var got: [DTMFReceived] = []
+        var ts: UInt32 = 0x7FFF_0000
+        for frame in 0..<1_100 {
+            if let p = sender.nextFrame(streamTimestamp: ts) {
+                receiver.receive(p.payload, timestamp: p.timestamp, now: UInt64(frame) * 20_000_000)
+                while let r = receiver.takeReceived() { got.append(r) }
+            }
+            ts &+= 960
+        }
+        #expect(got == [DTMFReceived(digit: try #require(DTMFDigit("#")), durationMilliseconds: 20_000, endSeen: true)])
+    }
+
+    /// The tone a peer's single packet claims can already pass the cap at a slow event clock
+    /// (65,535 ticks at 1 kHz is 65 s): reported at once, capped.
+    @Test func oneSegmentLongerThanTheCapIsCappedAtOnce() throws {
+        var receiver = DTMFReceiver(eventClockRateHz: 1000)
+        receiver.receive(TelephoneEventPayload(event: 0, isEnd: false, duration: 0xFFFF), timestamp: 77, now: 0)
+        #expect(receiver.takeReceived()?.lengthCapped == true)
+        receiver.receive(TelephoneEventPayload(event: 0, isEnd: true, duration: 0xFFFF), timestamp: 77, now: 1)
+        #expect(receiver.takeReceived() == nil)
+    }
 }
