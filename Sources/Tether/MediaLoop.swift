@@ -170,8 +170,6 @@ final class MediaLoop: @unchecked Sendable {
     // RTP receiver state.
     private var remoteSSRC: UInt32?
     private var lastSenderReportMiddle32: UInt32 = 0
-    /// Where our next XR Loss RLE block begins (extended sequence; nil: from the first packet).
-    private var lossRunLengthNext: UInt32?
     /// Our packets the peer's Loss RLE blocks said lost, and in how many runs (the call so far).
     private var peerLostInRuns = 0
     private var peerLossRuns = 0
@@ -506,7 +504,6 @@ final class MediaLoop: @unchecked Sendable {
                 event: MediaLogEvent.sourceSwitched.rawValue, nanoseconds: now, a: Int64(remoteSSRC ?? 0), b: Int64(ssrc)))
         lostBeforeSourceChange += Int(reception.cumulativeLost)
         reception = ReceptionStatistics()
-        lossRunLengthNext = nil
         jitterBuffer.restartStream()
         dtmfReceiver?.reset()
         alternateDTMFReceiver?.reset()
@@ -1021,12 +1018,12 @@ final class MediaLoop: @unchecked Sendable {
         }
         // The peer asked which of its packets arrived: those since the last report (the
         // reception window's 128 at most), after the report in the same compound.
-        if setup.sendsLossRunLength, !bye, let remoteSSRC, let packets = reception.receivedPackets(fromExtendedSequence: lossRunLengthNext),
+        if setup.sendsLossRunLength, !bye, let remoteSSRC, let packets = reception.packetsSinceLossReport(),
             let written = RTCPExtendedReport.writeLossRunLength(
                 into: rtcpBuffer, at: length, reporterSSRC: localSSRC, sourceSSRC: remoteSSRC, packets: packets)
         {
             length += written
-            lossRunLengthNext = reception.extendedHighestSequence &+ 1
+            reception.lossReportSent()
         }
         lastReportAtNanoseconds = now
         do throws(SRTPError) {

@@ -83,6 +83,23 @@ public struct LossRunStatistics: Sendable, Equatable {
         currentRun += 1
         longestLossRun = max(longestLossRun, currentRun)
     }
+
+    /// Adds `length` packets in sequence order that all arrived or were all lost, in constant
+    /// time (what `length` calls of ``add(received:currentRun:)`` would do).
+    mutating func addRun(received: Bool, length: Int, currentRun: inout Int) {
+        guard length > 0 else { return }
+        packets += length
+        if received {
+            currentRun = 0
+            return
+        }
+        lost += length
+        if currentRun == 0 { lossRuns += 1 }
+        // The run's packets have currentRun, currentRun + 1, … losses before them.
+        lostAfterThreeLosses += max(0, length - max(0, 3 - currentRun))
+        currentRun += length
+        longestLossRun = max(longestLossRun, currentRun)
+    }
 }
 
 /// RTCP Extended Reports (XR, packet type 207, RFC 3611) with Loss RLE blocks (block type 1):
@@ -164,17 +181,29 @@ public enum RTCPExtendedReport {
         return (chunk, covered)
     }
 
+    /// Most Loss RLE blocks about one source read from one XR packet; later ones are skipped.
+    /// A receiver sends one (RFC 3611 allows one per source and thinning); the limit bounds
+    /// what a peer can make us read.
+    public static let maximumLossRunLengthBlocksRead = 4
+
     /// The Loss RLE blocks of an XR packet's body (the bytes after its 4-byte header, as
     /// `RTCPPacket.other` gives them): each block about `sourceSSRC` with thinning 0, read
-    /// into loss-run statistics; other block types and sources are skipped. Malformed
-    /// blocks end the reading (what was read before stays).
+    /// into loss-run statistics (at most ``maximumLossRunLengthBlocksRead`` of them); other
+    /// block types and sources are skipped. Malformed blocks end the reading (what was read
+    /// before stays).
+    ///
+    /// The work is bounded by the body's size, not by the packets its blocks claim: a
+    /// run-length chunk (up to 16,383 packets) is read in constant time, a bit-vector chunk in
+    /// 15 steps, so a 1,500-byte datagram costs at most a few thousand steps however many of
+    /// the 65,535 packets a block may describe it claims.
     /// - Returns: the statistics of the blocks about `sourceSSRC` (nil when there is none).
     /// - Note: No allocation.
     public static func lossRuns(inBody body: UnsafeRawBufferPointer, sourceSSRC: UInt32) -> LossRunStatistics? {
         guard body.count >= 4 else { return nil }
         var result: LossRunStatistics?
+        var blocksRead = 0
         var position = 4  // after the reporter's SSRC
-        while body.count - position >= 4 {
+        while body.count - position >= 4, blocksRead < maximumLossRunLengthBlocksRead {
             let blockType = body[position]
             let blockLength = (Int(body.loadBigEndianUInt16(at: position + 2)) + 1) * 4
             guard blockLength <= body.count - position else { break }
@@ -185,6 +214,7 @@ public enum RTCPExtendedReport {
                 let begin = body.loadBigEndianUInt16(at: position + 8)
                 let end = body.loadBigEndianUInt16(at: position + 10)
                 var statistics = result ?? LossRunStatistics()
+                blocksRead += 1
                 readChunks(
                     body.slice(from: position + 12, to: position + blockLength), packets: Int(end &- begin),
                     into: &statistics)
@@ -208,7 +238,7 @@ public enum RTCPExtendedReport {
             if chunk & 0x8000 == 0 {
                 let received = chunk & 0x4000 != 0
                 let length = min(Int(chunk & 0x3FFF), left)
-                for _ in 0..<length { statistics.add(received: received, currentRun: &run) }
+                statistics.addRun(received: received, length: length, currentRun: &run)
                 left -= length
             } else {
                 let length = min(15, left)

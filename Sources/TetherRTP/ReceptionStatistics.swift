@@ -39,6 +39,9 @@ public struct ReceptionStatistics: Sendable, Equatable, Hashable {
     private var maxSequence: UInt16 = 0
     /// Number of sequence-number wraps × 65536 (A.1 `cycles`, widened to 64 bits).
     private var cycles: UInt64 = 0
+    /// The extended sequence number after the last one a loss report covered (nil: none yet
+    /// in this numbering).
+    private var lossReportedUpTo: UInt64?
     private var baseSequence: UInt64 = 0
     /// A.1 `bad_seq`; 65537 means "none".
     private var badSequence: UInt32 = ReceptionStatistics.sequenceModulus + 1
@@ -78,18 +81,26 @@ public struct ReceptionStatistics: Sendable, Equatable, Hashable {
         return window.contains(packetsBehind: Int(behind))
     }
 
-    /// Which packets arrived from `extendedBegin` (nil: from the first) through the highest
-    /// received: at most the newest `ReceivedPackets.capacity` (the duplicate window's reach) —
-    /// what an RTCP XR Loss RLE block reports for the packets since the previous one. nil before
-    /// the first packet, or when none is newer than `extendedBegin`. A late packet that arrives
-    /// after its range was reported is not reported again.
-    public func receivedPackets(fromExtendedSequence extendedBegin: UInt32?) -> ReceivedPackets? {
+    /// Which packets arrived since the last loss report (``lossReportSent()``; the first: since
+    /// the stream began) through the highest received: at most the newest
+    /// `ReceivedPackets.capacity` (the duplicate window's reach) — what an RTCP XR Loss RLE
+    /// block reports. nil before the first packet, or when none is newer than the last report.
+    /// A late packet that arrives after its range was reported is not reported again. A
+    /// resynchronisation (a new numbering) starts the reports over.
+    public func packetsSinceLossReport() -> ReceivedPackets? {
         guard isValid, probation == 0 else { return nil }
-        let end = Int64(cycles + UInt64(maxSequence)) + 1
-        var begin = max(Int64(baseSequence), end - Int64(ReceivedPackets.capacity))
-        if let extendedBegin { begin = max(begin, Int64(extendedBegin)) }
+        let end = cycles + UInt64(maxSequence) + 1
+        var begin = max(baseSequence, end - min(end, UInt64(ReceivedPackets.capacity)))
+        if let lossReportedUpTo { begin = max(begin, lossReportedUpTo) }
         guard end > begin else { return nil }
         return ReceivedPackets(beginSequence: UInt16(truncatingIfNeeded: begin), count: Int(end - begin), window: window)
+    }
+
+    /// The packets ``packetsSinceLossReport()`` gave were reported: the next report begins
+    /// after the highest received now.
+    public mutating func lossReportSent() {
+        guard isValid else { return }
+        lossReportedUpTo = cycles + UInt64(maxSequence) + 1
     }
 
     /// Extended highest sequence number received (cycles in the high 16 bits), as sent
@@ -240,6 +251,7 @@ public struct ReceptionStatistics: Sendable, Equatable, Hashable {
     /// A.1 `init_seq`: restarts the sequence state at `sequenceNumber`.
     private mutating func restart(at sequenceNumber: UInt16) {
         isValid = true
+        lossReportedUpTo = nil
         baseSequence = UInt64(sequenceNumber)
         maxSequence = sequenceNumber
         badSequence = ReceptionStatistics.sequenceModulus + 1
