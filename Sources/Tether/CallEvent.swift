@@ -19,7 +19,8 @@ public enum CallEvent: Sendable {
     /// ICE selected a candidate pair (local and remote `address:port` and candidate types).
     case candidatePairSelected(local: String, remote: String, localType: String, remoteType: String)
     /// The peer sent a DTMF digit (RFC 4733), reported once when it ended: `0`–`9`, `*`, `#`,
-    /// `A`–`D`, and how long its tone lasted.
+    /// `A`–`D`, and how long its tone lasted. A tone longer than 30 s (a stuck key) is reported
+    /// when it reaches 30 s, with a warning in the log, and the rest of it is ignored.
     case dtmf(digit: Character, durationMilliseconds: Int)
     /// Who holds the call changed (a hold or resume of either side was answered).
     case holdChanged(HoldState)

@@ -785,6 +785,10 @@ public actor CallSession {
         var word: UInt64 = 0
         while withUnsafeMutablePointer(to: &word, { media.dtmfReceived.read(into: UnsafeMutableBufferPointer(start: $0, count: 1)) }) == 1 {
             if let received = MediaLoop.unpackReceived(word) {
+                if received.lengthCapped {
+                    logger.warning(
+                        "DTMF \(received.digit.character) from the peer went on past \(DTMFReceiver.maximumEventMilliseconds / 1000) s: reported at that length, the rest ignored")
+                }
                 eventSink.yield(.dtmf(digit: received.digit.character, durationMilliseconds: received.durationMilliseconds))
             }
         }

@@ -379,7 +379,8 @@ final class MediaLoop: @unchecked Sendable {
     /// A digit from `dtmfReceived`.
     static func unpackReceived(_ word: UInt64) -> DTMFReceived? {
         guard let digit = DTMFDigit(event: UInt8(truncatingIfNeeded: word)) else { return nil }
-        return DTMFReceived(digit: digit, durationMilliseconds: Int(word >> 16 & 0xFFFF_FFFF), endSeen: word & 0x100 != 0)
+        return DTMFReceived(
+            digit: digit, durationMilliseconds: Int(word >> 16 & 0xFFFF_FFFF), endSeen: word & 0x100 != 0, lengthCapped: word & 0x200 != 0)
     }
 
     /// Takes the telephone-event format a renegotiation set (the session's `setTelephoneEvent`).
@@ -417,7 +418,8 @@ final class MediaLoop: @unchecked Sendable {
             if digit == nil { digit = alternateDTMFReceiver?.takeReceived() }
             guard let digit else { return }
             stats.dtmfDigitsReceived += 1
-            var word = UInt64(digit.digit.event) | (digit.endSeen ? 0x100 : 0) | UInt64(UInt32(clamping: digit.durationMilliseconds)) << 16
+            var word = UInt64(digit.digit.event) | (digit.endSeen ? 0x100 : 0) | (digit.lengthCapped ? 0x200 : 0)
+                | UInt64(UInt32(clamping: digit.durationMilliseconds)) << 16
             _ = withUnsafePointer(to: &word) { dtmfReceived.write(UnsafeBufferPointer(start: $0, count: 1)) }
         }
     }
