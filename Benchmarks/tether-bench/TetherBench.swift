@@ -64,6 +64,8 @@ struct HotPathBench: ParsableCommand {
         /// Voice processing (all stages, WebRTC) per frame: Tether's `VoiceProcessor` and the
         /// library called directly.
         var voiceTether, voiceFloor: Double
+        /// A hostile peer's crafted XR loss reports: CPU per report read, µs.
+        var craftedReports: [(name: String, bytes: Int, packets: Int, microseconds: Double)] = []
 
         var dictionary: [String: Double] {
             [
@@ -73,7 +75,9 @@ struct HotPathBench: ParsableCommand {
                 "allocations.tether.perFrame": allocationsTether, "allocations.libsrtp.perFrame": allocationsLibsrtp,
                 "voice.tether.microsecondsPerFrame": voiceTether, "voice.floor.microsecondsPerFrame": voiceFloor,
                 "sendWithVoice.ratio": (sendTether + voiceTether) / (sendFloor + voiceFloor),
-            ]
+            ].merging(
+                craftedReports.enumerated().map { ("craftedLossReport\($0.offset).microsecondsPerReport", $0.element.microseconds) },
+                uniquingKeysWith: { a, _ in a })
         }
     }
 
@@ -104,7 +108,8 @@ struct HotPathBench: ParsableCommand {
         let allocations = try HotPath.allocationsPerFrame(pcm: pcm, frames: min(frames, 1000), complexity: complexity)
         return Figures(
             sendTether: send.min()!, sendFloor: sendC.min()!, receiveTether: receive.min()!, receiveFloor: receiveC.min()!,
-            allocationsTether: allocations.tether, allocationsLibsrtp: allocations.libsrtp, voiceTether: voice.min()!, voiceFloor: voiceC.min()!)
+            allocationsTether: allocations.tether, allocationsLibsrtp: allocations.libsrtp, voiceTether: voice.min()!, voiceFloor: voiceC.min()!,
+            craftedReports: HotPath.craftedLossReportMicroseconds(repetitions: repetitions))
     }
 
     func run() throws {
@@ -124,6 +129,11 @@ struct HotPathBench: ParsableCommand {
         print(String(format: "send+voice%14.1f   %14.1f   %5.3f", sendTether + f.voiceTether, sendFloor + f.voiceFloor, (sendTether + f.voiceTether) / (sendFloor + f.voiceFloor)))
         print("")
         print(String(format: "heap allocations per frame (send + receive): Tether's own %.2f (target 0), libsrtp's %.1f", allocations.tether, allocations.libsrtp))
+        print("")
+        print("a peer's crafted XR loss reports (worst cases in one datagram), read as the media loop reads them:")
+        for report in f.craftedReports {
+            print(String(format: "  %@ %5d bytes, %8d packets claimed: %7.3f µs per report", report.name.padding(toLength: 22, withPad: " ", startingAt: 0), report.bytes, report.packets, report.microseconds))
+        }
         let perCallCPU = (sendTether + receiveTether) / 20_000
         print(String(format: "compute per call (one endpoint): %.2f %% of a core → about %.0f calls per core before I/O", perCallCPU * 100, 1 / perCallCPU))
         let withVoice = (sendTether + receiveTether + f.voiceTether) / 20_000
