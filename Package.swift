@@ -123,7 +123,7 @@ let package = Package(
         .target(name: "CAllocationCounter", path: "Tests/CAllocationCounter"),
         .testTarget(name: "TetherRealtimeTests", dependencies: ["TetherRealtime"]),
         .testTarget(name: "TetherCodecTests", dependencies: ["TetherCodec"]),
-        .testTarget(name: "TetherRTPTests", dependencies: ["TetherRTP"]),
+        .testTarget(name: "TetherRTPTests", dependencies: ["TetherRTP", "CAllocationCounter"]),
         .testTarget(name: "TetherICETests", dependencies: ["TetherICE"]),
         .testTarget(name: "TetherDTLSTests", dependencies: ["TetherDTLS", "TetherCore", "TetherRTP"]),
         .testTarget(name: "TetherAudioTests", dependencies: ["TetherAudio", "CAllocationCounter"]),

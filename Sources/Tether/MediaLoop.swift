@@ -544,6 +544,13 @@ final class MediaLoop: @unchecked Sendable {
             stats.duplicatePackets += 1
             return
         }
+        // Another source than the peer's is dropped unread (it would fail the SSRC check after
+        // SRTP anyway), unless a re-key made room for a new one: libsrtp would keep a stream
+        // for every SSRC a peer invents.
+        if let remoteSSRC, clearSSRC != remoteSSRC, !acceptsNewSource {
+            stats.malformedPackets += 1
+            return
+        }
         let length: Int
         do throws(SRTPError) {
             length = try inbound.unprotectRTP(buffer, length: buffer.count)

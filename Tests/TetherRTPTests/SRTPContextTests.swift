@@ -1,3 +1,4 @@
+import CAllocationCounter
 import Testing
 
 @testable import TetherRTP
@@ -100,5 +101,66 @@ struct SRTPContextTests {
         #expect(throws: SRTPError.badKeyLength(expectedBytes: 28, actualBytes: 30)) {
             _ = try SRTPKeyMaterial(suite: .aeadAES128GCM, keyAndSalt: [UInt8](repeating: 0, count: 30))
         }
+    }
+
+    /// A peer (authenticated: it has the key) that sends every packet from a new SSRC, 2,000 of
+    /// them, RTP and RTCP, while its real source keeps sending: the inbound context keeps at most
+    /// `maximumInboundStreams` streams, so what libsrtp keeps stays bounded (before: a stream of
+    /// a dozen blocks for each SSRC, never freed), and the real source is never disturbed.
+    @Test(.enabled(if: CAllocationCounter_isAvailable() == 1, "the allocation counter does not run under a sanitizer"))
+    func aPeerCyclingSSRCsCannotGrowTheInboundContext() throws {
+        let key = SRTPKeyMaterial.generate(for: .aesCM128HMACSHA1_80)
+        let tx = try SRTPContext(direction: .outbound, key: key)
+        let rx = try SRTPContext(direction: .inbound, key: key)
+        let real: UInt32 = 0x1234_5678
+        var kept = 0
+        var realSequence: UInt16 = 65_000  // the real source's numbering wraps on the way
+        for index in 0..<2_000 {
+            let ssrc = 0x4000_0000 + UInt32(index)
+            for (source, sequence) in [(ssrc, UInt16(truncatingIfNeeded: index)), (real, realSequence)] {
+                var (buffer, length) = rtpPacket(sequence: sequence, payload: [UInt8](repeating: 3, count: 40), ssrc: source)
+                let protected = try buffer.withUnsafeMutableBytes { try tx.protectRTP($0, length: length) }
+                CAllocationCounter_begin()
+                let plain = try buffer.withUnsafeMutableBytes { try rx.unprotectRTP($0, length: protected) }
+                let allocations = CAllocationCounter_end()
+                kept += allocations - CAllocationCounter_frees()
+                #expect(plain == length)
+            }
+            realSequence &+= 1
+            // An RTCP packet from yet another SSRC.
+            var rtcp = [UInt8](repeating: 0, count: 8 + SRTPContext.maximumRTCPTrailerBytes)
+            rtcp[0] = 0x80
+            rtcp[1] = 201
+            rtcp[3] = 1
+            let rtcpSSRC = 0x7000_0000 + UInt32(index)
+            for byte in 0..<4 { rtcp[4 + byte] = UInt8(truncatingIfNeeded: rtcpSSRC >> (24 - 8 * UInt32(byte))) }
+            let protected = try rtcp.withUnsafeMutableBytes { try tx.protectRTCP($0, length: 8) }
+            CAllocationCounter_begin()
+            let plain = try rtcp.withUnsafeMutableBytes { try rx.unprotectRTCP($0, length: protected) }
+            let allocations = CAllocationCounter_end()
+            kept += allocations - CAllocationCounter_frees()
+            #expect(plain == 8)
+            #expect(rx.inboundStreamCount <= SRTPContext.maximumInboundStreams)
+        }
+        // Each stream libsrtp makes is a dozen blocks or so: eight of them, not 4,000.
+        #expect(kept < 30 * SRTPContext.maximumInboundStreams, "\(kept) blocks kept")
+        #expect(rx.streamsEvicted >= 4_000 - SRTPContext.maximumInboundStreams)
+    }
+
+    /// A stream pushed out by others comes back as a new one (its replay window starts over);
+    /// the one in use is never pushed out.
+    @Test func anEvictedSourceIsTakenInAgain() throws {
+        let key = SRTPKeyMaterial.generate(for: .aeadAES128GCM)
+        let tx = try SRTPContext(direction: .outbound, key: key)
+        let rx = try SRTPContext(direction: .inbound, key: key)
+        func send(_ ssrc: UInt32, _ sequence: UInt16) throws -> Int {
+            var (buffer, length) = rtpPacket(sequence: sequence, payload: [1, 2, 3], ssrc: ssrc)
+            let protected = try buffer.withUnsafeMutableBytes { try tx.protectRTP($0, length: length) }
+            return try buffer.withUnsafeMutableBytes { try rx.unprotectRTP($0, length: protected) }
+        }
+        _ = try send(1, 10)
+        for other in UInt32(100)..<UInt32(100 + SRTPContext.maximumInboundStreams) { _ = try send(other, 1) }
+        #expect(rx.streamsEvicted == 1 && rx.inboundStreamCount == SRTPContext.maximumInboundStreams)
+        #expect(try send(1, 11) == 15)
     }
 }

@@ -158,10 +158,13 @@ struct MediaLoopAllocationTests {
     /// audio frames (the sender, the queue hand-off), and B's receivers report the digits.
     /// With `red`, every packet is RFC 2198 RED carrying the two frames before it, and every tenth
     /// datagram is dropped before B reads it: B fills those frames from the next packet's copy.
+    /// With `forged`, every period also carries a packet of A's key from a new SSRC (a peer
+    /// inventing sources): B drops each one unread, before SRTP, which would keep a stream for it.
     @Test(
         .enabled(if: CAllocationCounter_isAvailable() == 1, "the sanitizers own malloc; counting runs in the plain build"),
-        arguments: [(false, false, false), (true, false, false), (false, true, false), (false, false, true)])
-    func sendAndReceivePathsAllocateNothingOfTheirOwn(dtmf: Bool, voice: Bool, red: Bool) throws {
+        arguments: [(false, false, false, false), (true, false, false, false), (false, true, false, false), (false, false, true, false),
+                    (false, false, false, true)])
+    func sendAndReceivePathsAllocateNothingOfTheirOwn(dtmf: Bool, voice: Bool, red: Bool, forged: Bool) throws {
         let net = try ConnectedTransports()
         defer {
             net.a.close()
@@ -184,6 +187,17 @@ struct MediaLoopAllocationTests {
         /// Five junk datagrams in the counted periods (100..<400), the last 1.4 s before their end.
         func injectsJunk(_ i: Int) -> Bool { i >= 100 && i < 340 && i % 50 == 27 }
         let junkDatagram: [UInt8] = [0x80, 0x6F, 0x00, 0x01, 0x00]
+        // The forged packets, protected beforehand (the counted periods only send them).
+        let forger = try SRTPContext(direction: .outbound, key: keyA)
+        let forgedDatagrams: [[UInt8]] = forged ? try (0..<400).map { i in
+            var packet = [UInt8](repeating: 0, count: 12 + 40 + SRTPContext.maximumRTPTrailerBytes)
+            let header = RTPHeader(payloadType: 111, sequenceNumber: UInt16(i), timestamp: UInt32(i) * 960, ssrc: 0x5000_0000 + UInt32(i))
+            let length = try packet.withUnsafeMutableBytes { raw in
+                _ = header.write(to: raw)
+                return try forger.protectRTP(raw, length: 52)
+            }
+            return Array(packet[0..<length])
+        } : []
         let frame = UnsafeMutableBufferPointer<Int16>.allocate(capacity: 960)
         defer { frame.deallocate() }
         let sink = UnsafeMutableBufferPointer<Int16>.allocate(capacity: 960)
@@ -204,12 +218,14 @@ struct MediaLoopAllocationTests {
             // its loop posts a log record about it, at most one a second).
             let junk = injectsJunk(i)
             if junk { _ = junkDatagram.withUnsafeBytes { net.a.send($0) } }
+            let forges = forged && i >= 100
+            if forges { _ = forgedDatagrams[i].withUnsafeBytes { net.a.send($0) } }
             let now = advanceManualClock(byNanoseconds: 19_000_000)
             loopA.processOnce(now: now)
             // Wait (without allocating) for the datagram to come round through libnice; its
             // arrival is stamped `now`. The deadline is the real clock's: a generous bound.
             let deadline = MonotonicClock.nanoseconds() + 2_000_000_000
-            let expected = junk ? 2 : 1
+            let expected = 1 + (junk ? 1 : 0) + (forges ? 1 : 0)
             while net.ringB.count < expected {
                 let ticket = net.wakeB.prepareToWait()
                 if net.ringB.count >= expected || !net.wakeB.wait(ticket, untilMonotonicNanoseconds: deadline) { break }
@@ -252,12 +268,16 @@ struct MediaLoopAllocationTests {
         #expect(sent == 300)
         // The junk was dropped, counted, and reported in B's log records (posted in the counted
         // periods: no allocation of their own).
-        #expect(after.malformedPackets - before.malformedPackets == 5)
+        #expect(after.malformedPackets - before.malformedPackets == 5 + (forged ? 300 : 0))
         var junkLogged = 0
         let recordsLost = loopB.log.drain { r in
             if r.event == MediaLogEvent.packetsDropped.rawValue && r.a == MediaLogEvent.DropKind.malformed.rawValue { junkLogged += Int(r.b) }
         }
-        #expect(junkLogged == 5 && recordsLost == 0)
+        if forged {
+            #expect(junkLogged > 5 && recordsLost == 0)  // one record a second, each with the count since the last
+        } else {
+            #expect(junkLogged == 5 && recordsLost == 0)
+        }
         let lost = dropped - droppedBefore
         #expect(received >= 299 - lost)
         if red {

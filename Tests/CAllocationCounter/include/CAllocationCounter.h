@@ -12,6 +12,9 @@ void CAllocationCounter_begin(void);
 /// Stops counting on the calling thread and returns the number of allocations
 /// (malloc, calloc, realloc, posix_memalign, aligned_alloc, memalign) since begin.
 long CAllocationCounter_end(void);
+/// Frees (of non-null pointers) on the calling thread since begin: allocations less frees is
+/// how many blocks the counted code kept (when it frees on the thread that allocated).
+long CAllocationCounter_frees(void);
 /// Pauses and resumes counting on the calling thread (to exclude a third-party library call).
 void CAllocationCounter_pause(void);
 void CAllocationCounter_resume(void);
