@@ -111,6 +111,8 @@ public actor CallSession {
     private var restartsAnswered = 0
     /// DTLS-SRTP keying: the association (one per call; ICE restarts keep it) and its timers.
     private var dtls: DTLSKeying?
+    /// DTLS associations started in this call (the current one is the last).
+    private var dtlsAssociations = 0
     private var dtlsHandshakes = 0
     /// The re-gathering under way, shared by every caller that needs fresh candidates meanwhile.
     private var regatherInFlight: RegatherJob?
@@ -512,7 +514,7 @@ public actor CallSession {
             } catch {
                 throw TetherError(code: .srtpSetupFailed, isTerminal: false, canRetry: false, message: "\(error)", cause: error)
             }
-            dtls?.retransmission?.cancel()
+            dtls?.cancelTimers()
             dtls = nil
             statisticsContext.withLock {
                 $0.keying = "SDES"
@@ -520,7 +522,7 @@ public actor CallSession {
                 $0.dtls = nil
             }
         case let (_, .dtls(newRole, newFingerprint)):
-            dtls?.retransmission?.cancel()
+            dtls?.cancelTimers()
             try startDTLS(role: newRole, remoteFingerprint: newFingerprint)
             startDTLSIfClient()
         }
@@ -541,12 +543,15 @@ public actor CallSession {
             $0.keying = "DTLS-SRTP"
             $0.dtls = keying.connection
         }
+        // The deadline belongs to this association: cancelled with it, and it names it by a
+        // serial number (an ObjectIdentifier could name a later association at a freed one's
+        // address).
+        dtlsAssociations += 1
         let limit = configuration.connectTimeoutSeconds
-        timers.append(
-            Task { [weak self, id = ObjectIdentifier(keying)] in
-                guard (try? await Task.sleep(for: .seconds(limit))) != nil else { return }
-                await self?.dtlsHandshakeTimedOut(id, after: limit)
-            })
+        keying.handshakeDeadline = Task { [weak self, association = dtlsAssociations] in
+            guard (try? await Task.sleep(for: .seconds(limit))) != nil else { return }
+            await self?.dtlsHandshakeTimedOut(association: association, after: limit)
+        }
     }
 
     /// Takes a renegotiated description's direction, credentials and DTMF format as current, and
@@ -1324,6 +1329,10 @@ public actor CallSession {
     /// whose certificate changed, as when the call moves to another device, adds one).
     public var dtlsHandshakesCompleted: Int { dtlsHandshakes }
 
+    /// Whether the current DTLS association's handshake deadline is still armed (tests: a
+    /// finished handshake disarms it, so no stale timer outlives its association).
+    var dtlsHandshakeDeadlineArmed: Bool { dtls?.handshakeDeadline != nil }
+
     /// The client opens the handshake once ICE has a pair to send it on.
     private func startDTLSIfClient() {
         guard let dtls, !dtls.started, dtls.role == .client, !state.isEnded else { return }
@@ -1334,6 +1343,8 @@ public actor CallSession {
     private func dtlsKeysReady(_ keys: DTLSSRTPKeys) {
         guard let dtls, dtls.keys == nil, let negotiated, !state.isEnded else { return }
         dtls.keys = keys
+        dtls.handshakeDeadline?.cancel()
+        dtls.handshakeDeadline = nil
         dtlsHandshakes += 1
         if let media {
             // A new association of a running call (the peer's certificate changed): its keys
@@ -1361,8 +1372,8 @@ public actor CallSession {
         finish(CallTerminationReason(cause: .remoteHangup), sendBye: false)
     }
 
-    private func dtlsHandshakeTimedOut(_ keying: ObjectIdentifier, after seconds: Double) {
-        guard let dtls, ObjectIdentifier(dtls) == keying, dtls.keys == nil, !state.isEnded, state != .ending else { return }
+    private func dtlsHandshakeTimedOut(association: Int, after seconds: Double) {
+        guard let dtls, association == dtlsAssociations, dtls.keys == nil, !state.isEnded, state != .ending else { return }
         let error = DTLSError.handshakeTimedOut(seconds: seconds)
         end(dueTo: TetherError(code: .dtlsHandshakeFailed, isTerminal: true, canRetry: true, message: "\(error)", cause: error))
     }
@@ -1772,7 +1783,7 @@ public actor CallSession {
         if sinkRunning { currentSink.stop() }
         sinkRunning = false
         if let dtls {
-            dtls.retransmission?.cancel()
+            dtls.cancelTimers()
             // close_notify, as browsers send on pc.close(): queued on the GLib thread before the close.
             if sendBye { for datagram in dtls.connection.close().datagrams { transport?.sendControl(datagram) } }
         }

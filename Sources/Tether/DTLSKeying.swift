@@ -15,6 +15,17 @@ final class DTLSKeying {
     var keys: DTLSSRTPKeys?
     /// Fires when a flight is due again.
     var retransmission: Task<Void, Never>?
+    /// Ends the call if this association's handshake has not finished within the set-up time;
+    /// cancelled when its keys arrive or the association is replaced.
+    var handshakeDeadline: Task<Void, Never>?
+
+    /// Stops both timers (the association is replaced or the call ends).
+    func cancelTimers() {
+        retransmission?.cancel()
+        retransmission = nil
+        handshakeDeadline?.cancel()
+        handshakeDeadline = nil
+    }
 
     init(role: DTLSRole, remoteFingerprint: DTLSFingerprint, certificate: DTLSCertificate) throws(DTLSError) {
         connection = try DTLSConnection(

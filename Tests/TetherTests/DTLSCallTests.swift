@@ -164,6 +164,7 @@ struct DTLSCallTests {
         try await connect(a, b1)
         #expect(await ra.waitFor("established", timeoutSeconds: 10) != nil)
         #expect(await a.dtlsHandshakesCompleted == 1)
+        #expect(await !a.dtlsHandshakeDeadlineArmed)
 
         var configuration = CallConfiguration(
             audioSource: TestSignalSource(frequencyHertz: 880, levelDBFS: -12), localAddresses: ["127.0.0.1"],
@@ -177,6 +178,7 @@ struct DTLSCallTests {
         try await a.applyAnswer(answer)
         #expect(await waitUntil(timeoutSeconds: 10) { b2.statistics().packetsReceived > 25 })
         #expect(await a.dtlsHandshakesCompleted == 2)
+        #expect(await !a.dtlsHandshakeDeadlineArmed)  // the second association's deadline is disarmed too
         // A decrypts B2's packets with the new association's keys.
         let received = a.statistics().packetsReceived
         #expect(await waitUntil(timeoutSeconds: 5) { a.statistics().packetsReceived > received + 50 })
