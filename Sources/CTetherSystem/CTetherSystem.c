@@ -100,7 +100,16 @@ static inline uint64_t eventcount_now(void) {
 
 uint32_t CTetherSystem_eventcount_prepare(uint32_t *word) {
     _Atomic uint32_t *state = (_Atomic uint32_t *)word;
-    return (atomic_fetch_or_explicit(state, EVENTCOUNT_TICKET, memory_order_seq_cst) | EVENTCOUNT_TICKET) & ~EVENTCOUNT_PARKED;
+    uint32_t ticket = (atomic_fetch_or_explicit(state, EVENTCOUNT_TICKET, memory_order_seq_cst) | EVENTCOUNT_TICKET) & ~EVENTCOUNT_PARKED;
+    // Store buffering: the consumer stores the ticket bit then reads the data (the rings); the
+    // producer stores data then reads the ticket bit. Each side needs a seq_cst fence between
+    // its store and its load, or both may miss the other's store (C11 7.17.4: the two fences
+    // order them). The read-modify-write alone is not one on AArch64: clang makes it an
+    // ldaxr/stlxr loop, and a later plain load may be satisfied before the stlxr's store is
+    // visible; the fence adds a dmb ish. On x86 the locked instruction already orders them (the
+    // fence adds one more locked instruction, a few nanoseconds).
+    atomic_thread_fence(memory_order_seq_cst);
+    return ticket;
 }
 
 int CTetherSystem_eventcount_signal(uint32_t *word) {
