@@ -132,7 +132,20 @@ static inline SSL_CTX *COpenSSL_make_dtls_context(X509 *cert, EVP_PKEY *key, con
     SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, COpenSSL_verify_fingerprint);
     SSL_CTX_set_read_ahead(ctx, 1);
     SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+    // No renegotiation either way: WebRTC stacks never renegotiate DTLS-SRTP (a new handshake is
+    // a new association, RFC 8842), and a peer's ClientHello on an established association would
+    // make us redo a handshake on the peer's say. Refused with a no_renegotiation alert.
+    SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION);
     return ctx;
+}
+
+/// Tests only: starts a renegotiation as a peer that allows it would, to check that the other
+/// side refuses it.
+static inline int COpenSSL_renegotiate_for_testing(SSL *ssl) {
+    SSL_clear_options(ssl, SSL_OP_NO_RENEGOTIATION);
+    if (SSL_renegotiate(ssl) != 1) return 0;
+    (void)SSL_do_handshake(ssl);  // writes the ClientHello (client) or HelloRequest (server)
+    return 1;
 }
 
 /// A DTLS connection over two memory BIOs (datagrams in, records out) with a fixed path MTU,

@@ -1006,7 +1006,8 @@ public actor CallSession {
             let tag = UInt32(i + 1)
             let key = localKeys[tag] ?? SRTPKeyMaterial.generate(for: suite)
             localKeys[tag] = key
-            let bytes = key.withUnsafeBytes { Array($0) }
+            // Straight into wiped storage: no plain array of the key is left behind.
+            let bytes = key.withUnsafeBytes { SecretBytes($0) }
             do throws(SDPError) {
                 out.append(try CryptoAttribute(tag: tag, suite: SDPCryptoSuite(name: suite.rawValue), keyAndSalt: bytes))
             } catch {

@@ -156,6 +156,15 @@ public final class DTLSConnection: @unchecked Sendable {
         return output
     }
 
+    /// Tests only: starts a renegotiation from this side (as a peer that allows it would), so
+    /// that a test can check the other side refuses it. Returns the ClientHello to deliver.
+    func renegotiateForTesting() -> Output {
+        guard state == .connected, COpenSSL_renegotiate_for_testing(ssl) == 1 else { return Output() }
+        var output = Output()
+        output.datagrams = drainDatagrams()
+        return output
+    }
+
     // MARK: - Driving OpenSSL
 
     private func advance() -> Output {

@@ -54,7 +54,7 @@ struct CryptoAttributeTests {
         #expect(crypto.suite.keyAndSaltLengthBytes == length)
         let masterKey = try #require(crypto.keyParameters[0].masterKey(for: crypto.suite))
         let masterSalt = try #require(crypto.keyParameters[0].masterSalt(for: crypto.suite))
-        #expect(masterKey + masterSalt == crypto.keyAndSalt)
+        #expect(Array(masterKey) + Array(masterSalt) == crypto.keyAndSalt)
         #expect(masterKey.count == crypto.suite.masterKeyLengthBytes)
     }
 

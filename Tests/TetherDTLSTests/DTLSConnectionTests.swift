@@ -191,6 +191,31 @@ struct DTLSConnectionTests {
         #expect(pair.server.state == .failed(.closedByPeer))
     }
 
+    /// A peer that starts a renegotiation on the established association gets a no_renegotiation
+    /// alert, not a new handshake: as server (the peer's ClientHello; OpenSSL 3 refuses a
+    /// client's renegotiation by default) and as client (the peer's HelloRequest, which OpenSSL
+    /// would answer with a new ClientHello). Our side answers with no handshake record, and both
+    /// sides stay connected.
+    @Test(arguments: [true, false])
+    func aRenegotiationIsRefused(peerIsClient: Bool) async throws {
+        var pair = try DTLSPair()
+        try await pair.run()
+        let (peer, us) = peerIsClient ? (pair.client, pair.server) : (pair.server, pair.client)
+        let request = peer.renegotiateForTesting()
+        #expect(!request.datagrams.isEmpty && request.datagrams.allSatisfy { $0.first == 22 })
+        var answer: [UInt8] = []
+        for d in request.datagrams { answer += us.receive(d).datagrams.joined() }
+        // The answer's records by content type (13-byte headers, length at 11).
+        var types: [UInt8] = []
+        var i = 0
+        while i + 13 <= answer.count {
+            types.append(answer[i])
+            i += 13 + (Int(answer[i + 11]) << 8 | Int(answer[i + 12]))
+        }
+        #expect(types == [21], "record types \(types) in the answer to a renegotiation")
+        #expect(pair.server.state == .connected && pair.client.state == .connected)
+    }
+
     @Test func recordsArePackedIntoDatagramsInOrder() {
         func record(_ type: UInt8, _ length: Int) -> [UInt8] {
             // type, version (DTLS 1.2), epoch (2), sequence (6), length (2), body

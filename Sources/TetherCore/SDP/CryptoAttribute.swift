@@ -121,32 +121,33 @@ public struct SRTPMasterKeyIdentifier: Sendable, Equatable {
 public struct SRTPKeyParameter: Sendable, Equatable, CustomStringConvertible, CustomDebugStringConvertible,
     CustomReflectable
 {
-    /// The decoded concatenated master key and master salt. Secret.
-    public var keyAndSalt: [UInt8]
+    /// The decoded concatenated master key and master salt. Secret: wiped from memory when the
+    /// last copy goes away.
+    public var keyAndSalt: SecretBytes
     /// Optional key lifetime.
     public var lifetime: SRTPKeyLifetime?
     /// Optional master key identifier.
     public var mki: SRTPMasterKeyIdentifier?
 
     /// Creates a key parameter (length is checked by ``CryptoAttribute``).
-    public init(keyAndSalt: [UInt8], lifetime: SRTPKeyLifetime? = nil, mki: SRTPMasterKeyIdentifier? = nil) {
-        self.keyAndSalt = keyAndSalt
+    public init(keyAndSalt: some Collection<UInt8>, lifetime: SRTPKeyLifetime? = nil, mki: SRTPMasterKeyIdentifier? = nil) {
+        self.keyAndSalt = keyAndSalt as? SecretBytes ?? SecretBytes(keyAndSalt)
         self.lifetime = lifetime
         self.mki = mki
     }
 
     /// The master key part for `suite`, `nil` if the suite is unknown or the
     /// length does not match.
-    public func masterKey(for suite: SDPCryptoSuite) -> [UInt8]? {
+    public func masterKey(for suite: SDPCryptoSuite) -> SecretBytes? {
         guard let keyLength = suite.masterKeyLengthBytes, keyAndSalt.count == suite.keyAndSaltLengthBytes else { return nil }
-        return Array(keyAndSalt[..<keyLength])
+        return SecretBytes(keyAndSalt[..<keyLength])
     }
 
     /// The master salt part for `suite`, `nil` if the suite is unknown or the
     /// length does not match.
-    public func masterSalt(for suite: SDPCryptoSuite) -> [UInt8]? {
+    public func masterSalt(for suite: SDPCryptoSuite) -> SecretBytes? {
         guard let keyLength = suite.masterKeyLengthBytes, keyAndSalt.count == suite.keyAndSaltLengthBytes else { return nil }
-        return Array(keyAndSalt[keyLength...])
+        return SecretBytes(keyAndSalt[keyLength...])
     }
 
     /// Redacted: `inline:<redacted 30 bytes>|2^31|1:1`.
@@ -166,7 +167,7 @@ public struct SRTPKeyParameter: Sendable, Equatable, CustomStringConvertible, Cu
 
     var serialized: String {
         // Standard base64 with '=' padding.
-        "inline:" + Data(keyAndSalt).base64EncodedString() + suffix
+        "inline:" + keyAndSalt.withUnsafeBytes { Data($0).base64EncodedString() } + suffix
     }
 
     private var suffix: String {
@@ -221,12 +222,12 @@ public struct CryptoAttribute: Sendable, Equatable, CustomStringConvertible, Cus
     }
 
     /// Convenience for a single key without lifetime/MKI.
-    public init(tag: UInt32, suite: SDPCryptoSuite, keyAndSalt: [UInt8]) throws(SDPError) {
+    public init(tag: UInt32, suite: SDPCryptoSuite, keyAndSalt: some Collection<UInt8>) throws(SDPError) {
         try self.init(tag: tag, suite: suite, keyParameters: [SRTPKeyParameter(keyAndSalt: keyAndSalt)])
     }
 
     /// The first key's key||salt (the one used without MKI). Secret.
-    public var keyAndSalt: [UInt8] { keyParameters[0].keyAndSalt }
+    public var keyAndSalt: SecretBytes { keyParameters[0].keyAndSalt }
 
     /// Returns a copy with another tag (used when answering with the
     /// offerer's tag).
@@ -270,10 +271,11 @@ public struct CryptoAttribute: Sendable, Equatable, CustomStringConvertible, Cus
         guard !base64.isEmpty else { throw .invalidCrypto(reason: "empty inline key") }
         // Some stacks drop the '=' padding; restore it before decoding.
         if base64.count % 4 != 0 { base64 += String(repeating: "=", count: 4 - base64.count % 4) }
-        guard let decoded = Data(base64Encoded: base64) else {
+        guard var decoded = Data(base64Encoded: base64) else {
             throw .invalidCrypto(reason: "\(suite.name) key is not valid base64")
         }
-        var key = SRTPKeyParameter(keyAndSalt: [UInt8](decoded))
+        var key = SRTPKeyParameter(keyAndSalt: SecretBytes(decoded))
+        decoded.resetBytes(in: 0..<decoded.count)  // the only other copy this parse made
         guard parts.count <= 3 else { throw .invalidCrypto(reason: "too many | separated key fields") }
         for (position, part) in parts.dropFirst().enumerated() {
             if let colon = part.firstIndex(of: ":") {
