@@ -1,5 +1,6 @@
 import CNice
 import Glibc
+import Dispatch
 import Synchronization
 import TetherRealtime
 
@@ -721,6 +722,16 @@ public final class ICETransport: @unchecked Sendable {
         CNice_invoke(context, iceRunClosure, box)
     }
 
+    /// Tests only: runs `body` on the GLib thread as the transport's own closures run (holding
+    /// the transport until it has run).
+    func onLoopThreadForTesting(_ body: @escaping @Sendable () -> Void) {
+        let me = UnsafeSendableTransport(self)
+        onLoopThread {
+            body()
+            _ = me
+        }
+    }
+
     fileprivate func deliver(_ event: ICETransportEvent) {
         eventHandler(event)
     }
@@ -789,8 +800,13 @@ private final class LoopClosure {
 }
 
 private func iceRunClosure(_ data: gpointer?) -> gboolean {
-    let box = Unmanaged<LoopClosure>.fromOpaque(data!).takeRetainedValue()
-    box.run()
+    let box = Unmanaged<LoopClosure>.fromOpaque(data!)
+    box.takeUnretainedValue().run()
+    // A closure holds its transport: if the user dropped theirs meanwhile, releasing the closure
+    // here would run the transport's deinit, and so `close()`, on the GLib thread, which would
+    // join itself and free the loop it runs. The release happens on another thread.
+    let release = UnsafeSendableRaw(box.toOpaque())
+    DispatchQueue.global(qos: .utility).async { Unmanaged<LoopClosure>.fromOpaque(release.pointer).release() }
     return 0  // G_SOURCE_REMOVE
 }
 

@@ -52,13 +52,17 @@ public final class SPSCRing<Element: BitwiseCopyable>: @unchecked Sendable {
         storage.deallocate()
     }
 
-    /// Elements currently readable. Exact when called by the consumer, a lower bound otherwise.
+    /// Elements currently readable. Exact when called by the consumer. Called by the producer,
+    /// an upper bound: the consumer may have read more since (the media loop reads the playback
+    /// ring's fill this way, and may see a device's read a moment late). From a third thread, an
+    /// estimate only (its two loads are not taken at one instant).
     @inlinable public var availableToRead: Int {
         // Acquire on tail: the producer's element writes happen-before our later reads.
         tail.load(ordering: .acquiring) &- head.load(ordering: .relaxed)
     }
 
-    /// Free slots. Exact when called by the producer, a lower bound otherwise.
+    /// Free slots. Exact when called by the producer. Called by the consumer, an upper bound:
+    /// the producer may have written more since. From a third thread, an estimate only.
     @inlinable public var availableToWrite: Int {
         // Acquire on head: the consumer has finished reading the slots it released.
         capacity &- (tail.load(ordering: .relaxed) &- head.load(ordering: .acquiring))

@@ -1,3 +1,4 @@
+import Glibc
 import Synchronization
 import Testing
 import TetherRealtime
@@ -98,6 +99,51 @@ struct ICETransportTests {
         // A UDP host pair is selected: every datagram went straight from this thread to the
         // selected socket, none through the GLib thread's queue.
         #expect(a.transport.directSendCount == 50)
+    }
+
+    /// A user that drops a transport without `close()` while one of its closures waits on the
+    /// GLib thread: the closure held the last reference, and its release ran the transport's
+    /// teardown on the GLib thread (which joined itself and freed the loop it was running). The
+    /// teardown now runs elsewhere, and completes.
+    @Test func aTransportDroppedWhileItsClosureRunsIsTornDownOffTheGLibThread() throws {
+        /// Which threads ran the closure and the teardown.
+        final class Threads: Sendable {
+            let glib = Mutex<pthread_t?>(nil)
+            let teardown = Mutex<pthread_t?>(nil)
+            let tornDown = Wakeup()
+        }
+        /// Held by the transport's event handler: released in its teardown.
+        final class Sentinel: Sendable {
+            let threads: Threads
+            init(_ threads: Threads) { self.threads = threads }
+            deinit {
+                let me = pthread_self()
+                threads.teardown.withLock { $0 = me }
+                threads.tornDown.signal()
+            }
+        }
+        let threads = Threads()
+        let gate = Wakeup()
+        let ran = Wakeup()
+        do {
+            let sentinel = Sentinel(threads)
+            let transport = try ICETransport(
+                configuration: ICETransportConfiguration(controlling: true, localAddresses: ["127.0.0.1"]),
+                receiveRing: PacketRing(slotCount: 16), receiveWakeup: EventCount(), eventHandler: { _ in _ = sentinel })
+            transport.onLoopThreadForTesting {
+                let me = pthread_self()
+                threads.glib.withLock { $0 = me }
+                _ = gate.wait(untilMonotonicNanoseconds: MonotonicClock.nanoseconds() + 10_000_000_000)
+                ran.signal()
+            }
+        }
+        // Only the queued closure holds the transport now.
+        gate.signal()
+        #expect(ran.wait(untilMonotonicNanoseconds: MonotonicClock.nanoseconds() + 10_000_000_000))
+        #expect(threads.tornDown.wait(untilMonotonicNanoseconds: MonotonicClock.nanoseconds() + 10_000_000_000), "never torn down")
+        let glib = try #require(threads.glib.withLock { $0 })
+        let teardown = try #require(threads.teardown.withLock { $0 })
+        #expect(pthread_equal(glib, teardown) == 0, "the transport was torn down on its own GLib thread")
     }
 
     @Test func malformedRemoteCandidateIsATypedError() throws {
