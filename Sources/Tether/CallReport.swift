@@ -203,7 +203,7 @@ struct MillisecondHistogram: Sendable {
 
     mutating func add(_ milliseconds: Double) {
         guard milliseconds.isFinite else { return }
-        bins[min(2000, max(0, Int(milliseconds.rounded())))] += 1
+        bins[Int(min(2000, max(0, milliseconds.rounded())))] += 1
         count += 1
     }
 

@@ -781,7 +781,10 @@ public actor CallSession {
 
     private static func milliseconds(_ d: Duration) -> Int {
         let (seconds, attoseconds) = d.components
-        return Int(clamping: seconds) * 1000 + Int(attoseconds / 1_000_000_000_000_000)
+        // Saturating: any duration outside the accepted range is refused by its caller, never a trap.
+        let (whole, overflow) = Int(clamping: seconds).multipliedReportingOverflow(by: 1000)
+        guard !overflow else { return seconds < 0 ? Int.min : Int.max }
+        return whole.addingReportingOverflow(Int(attoseconds / 1_000_000_000_000_000)).partialValue
     }
 
     /// Reports the digits the media loop received.
@@ -1732,6 +1735,7 @@ public actor CallSession {
                 finish(CallTerminationReason(cause: .connectionFailed, error: error), sendBye: false)
             }
         case .ice(.dtlsDatagram(let datagram)):
+            transport?.dtlsDatagramHandled()
             guard let dtls, !state.isEnded else { return }
             perform(dtls.connection.receive(datagram))
         case .ice(.selectedPairChanged(let pair)):

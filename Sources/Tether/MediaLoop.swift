@@ -1005,7 +1005,7 @@ final class MediaLoop: @unchecked Sendable {
         if let remoteSSRC {
             let dlsr =
                 lastSenderReportArrivalNanoseconds == 0
-                ? 0 : NTPTimestamp.delaySinceLastSenderReport(nanoseconds: Int64(now &- lastSenderReportArrivalNanoseconds))
+                ? 0 : NTPTimestamp.delaySinceLastSenderReport(nanoseconds: Int64(bitPattern: now &- lastSenderReportArrivalNanoseconds))
             let b = reception.makeReportBlock(
                 ssrc: remoteSSRC, lastSenderReport: lastSenderReportMiddle32, delaySinceLastSenderReport: dlsr)
             stats.fractionLost = Double(b.fractionLost) / 256
@@ -1084,7 +1084,7 @@ final class MediaLoop: @unchecked Sendable {
             return silence
         case .packet(_, let payload):
             do throws(OpusCodecError) {
-                _ = try setup.decoder.decode(payload, into: pcm)
+                _ = try setup.decoder.decodeFrame(payload, into: pcm)
                 concealmentFade.decoded()
                 stats.framesDecoded += 1
                 stats.lastDecodedNanoseconds = now
@@ -1159,8 +1159,8 @@ final class MediaLoop: @unchecked Sendable {
             bytesReceivedAtWindowStart = stats.bytesReceived
             return
         }
+        guard now >= bitrateWindowStart, now - bitrateWindowStart >= 1_000_000_000 else { return }
         let elapsed = now - bitrateWindowStart
-        guard elapsed >= 1_000_000_000 else { return }
         let seconds = Double(elapsed) / 1e9
         stats.sendBitrateBitsPerSecond = Int(Double(8 * (stats.bytesSent - bytesSentAtWindowStart)) / seconds)
         stats.receiveBitrateBitsPerSecond = Int(Double(8 * (stats.bytesReceived - bytesReceivedAtWindowStart)) / seconds)

@@ -31,6 +31,24 @@ public final class OpusDecoder: @unchecked Sendable {
         return Int(n)
     }
 
+    /// Decodes `packet` as one whole frame of `pcm.count` samples: a packet of fewer samples (a
+    /// peer sending 10 ms packets into a 20 ms stream) is followed by concealment for the rest, so
+    /// no sample of `pcm` is left over from an earlier frame.
+    /// - Returns: the samples the packet itself held.
+    public func decodeFrame(_ packet: UnsafeRawBufferPointer, into pcm: UnsafeMutableBufferPointer<Int16>) throws(OpusCodecError) -> Int {
+        let decoded = try decode(packet, into: pcm)
+        var filled = decoded
+        while filled < pcm.count {
+            let rest = UnsafeMutableBufferPointer(rebasing: pcm[filled...])
+            guard let n = try? conceal(into: rest), n > 0 else {
+                rest.update(repeating: 0)
+                break
+            }
+            filled += n
+        }
+        return decoded
+    }
+
     /// Conceals a lost frame of `pcm.count` samples (packet-loss concealment; fades over long gaps).
     /// - Note: Media loop only. Never allocates.
     @inline(__always)

@@ -55,10 +55,10 @@ public final class OpusEncoder: @unchecked Sendable {
 
     /// Changes bitrate, complexity, FEC, expected loss, DTX and the maximum bandwidth. The frame duration is fixed per call.
     public func apply(_ new: OpusConfiguration) throws(OpusCodecError) {
-        try check(COpus_encoder_set_bitrate(encoder, Int32(new.bitrateBitsPerSecond)), "OPUS_SET_BITRATE")
-        try check(COpus_encoder_set_complexity(encoder, Int32(new.complexity)), "OPUS_SET_COMPLEXITY")
+        try check(COpus_encoder_set_bitrate(encoder, Int32(clamping: new.bitrateBitsPerSecond)), "OPUS_SET_BITRATE")
+        try check(COpus_encoder_set_complexity(encoder, Int32(clamping: new.complexity)), "OPUS_SET_COMPLEXITY")
         try check(COpus_encoder_set_inband_fec(encoder, new.inBandFEC ? 1 : 0), "OPUS_SET_INBAND_FEC")
-        try check(COpus_encoder_set_packet_loss_perc(encoder, Int32(new.expectedLossPercent)), "OPUS_SET_PACKET_LOSS_PERC")
+        try check(COpus_encoder_set_packet_loss_perc(encoder, Int32(clamping: new.expectedLossPercent)), "OPUS_SET_PACKET_LOSS_PERC")
         try check(COpus_encoder_set_dtx(encoder, new.discontinuousTransmission ? 1 : 0), "OPUS_SET_DTX")
         try check(COpus_encoder_set_max_bandwidth(encoder, Self.libopusBandwidth(new.maximumBandwidth)), "OPUS_SET_MAX_BANDWIDTH")
         configuration.bitrateBitsPerSecond = new.bitrateBitsPerSecond

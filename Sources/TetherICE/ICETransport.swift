@@ -26,7 +26,8 @@ struct ICEHotPathContext {
 
 /// Counts of what became of sent datagrams, kept where every thread that learns an outcome can
 /// add to them: the GLib thread for datagrams libnice sent or refused, the media thread for its
-/// direct sends. Relaxed: they are counters and carry no data.
+/// direct sends; and the DTLS datagrams received and waiting for their handler. Relaxed: they
+/// are counters and carry no data.
 struct ICESendCounters: ~Copyable {
     /// Datagrams libnice refused (`nice_agent_send` < 0).
     let libniceFailures = Atomic<Int>(0)
@@ -36,6 +37,10 @@ struct ICESendCounters: ~Copyable {
     let libniceRTPPackets = Atomic<Int>(0)
     let libniceRTPPayloadBytes = Atomic<Int>(0)
     let libniceRTCPPackets = Atomic<Int>(0)
+    /// DTLS datagrams handed to the event handler and not yet acknowledged
+    /// (`dtlsDatagramHandled()`), and those dropped because too many were (receive side).
+    let dtlsPending = Atomic<Int>(0)
+    let dtlsDropped = Atomic<Int>(0)
 }
 
 /// Where the media thread sends on its own: the selected pair's local UDP socket and the remote
@@ -268,6 +273,23 @@ public final class ICETransport: @unchecked Sendable {
             c.pointee.libniceRTCPPackets.load(ordering: .relaxed)
         )
     }
+    /// Most DTLS datagrams (`ICETransportEvent.dtlsDatagram`) handed to the event handler and
+    /// not yet acknowledged with ``dtlsDatagramHandled()``; more are dropped (counted in
+    /// ``dtlsDatagramsDropped``). A handshake flight is a few datagrams.
+    public static let maximumPendingDTLSDatagrams = 32
+
+    /// The event handler's owner has dealt with one `.dtlsDatagram` event (or let it go): call
+    /// once for each, from any thread.
+    public func dtlsDatagramHandled() {
+        guard !closed.load(ordering: .acquiring) else { return }
+        hot.pointee.sendCounters.pointee.dtlsPending.subtract(1, ordering: .relaxed)
+    }
+
+    /// DTLS datagrams dropped because ``maximumPendingDTLSDatagrams`` were waiting.
+    public var dtlsDatagramsDropped: Int {
+        closed.load(ordering: .acquiring) ? 0 : hot.pointee.sendCounters.pointee.dtlsDropped.load(ordering: .relaxed)
+    }
+
     /// Datagrams the media thread sent straight on the selected pair's socket.
     public var directSendCount: Int { directSends.load(ordering: .relaxed) }
     /// Path probes (`probePath()`) handed to libnice.
@@ -821,6 +843,14 @@ private func iceReceive(
     // RFC 7983: 20…63 is DTLS. Only during a handshake (and a close): the copy and the event are
     // off the media path, which never sees these bytes.
     if length > 0, UInt8(bitPattern: buffer[0]) >= 20, UInt8(bitPattern: buffer[0]) <= 63, let owner = hot.pointee.owner {
+        // At most `maximumPendingDTLSDatagrams` wait for their handler: a peer flooding DTLS
+        // bytes (a handshake is a few datagrams) is dropped here, not queued without bound.
+        let counters = hot.pointee.sendCounters
+        guard counters.pointee.dtlsPending.load(ordering: .relaxed) < ICETransport.maximumPendingDTLSDatagrams else {
+            counters.pointee.dtlsDropped.add(1, ordering: .relaxed)
+            return
+        }
+        counters.pointee.dtlsPending.add(1, ordering: .relaxed)
         let datagram = Array(UnsafeRawBufferPointer(start: buffer, count: Int(length)))
         Unmanaged<ICETransport>.fromOpaque(owner).takeUnretainedValue().deliver(.dtlsDatagram(datagram))
         return

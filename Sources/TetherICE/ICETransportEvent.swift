@@ -7,7 +7,8 @@ public enum ICETransportEvent: Sendable, Equatable {
     /// A pair was selected and carries media now.
     case selectedPairChanged(ICESelectedPair)
     /// A DTLS datagram arrived (first byte 20…63, RFC 7983): handshake flights and alerts, which
-    /// never enter the media ring.
+    /// never enter the media ring. Acknowledge each with `ICETransport.dtlsDatagramHandled()`:
+    /// at most `ICETransport.maximumPendingDTLSDatagrams` are delivered unacknowledged.
     case dtlsDatagram([UInt8])
 }
 

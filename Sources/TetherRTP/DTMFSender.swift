@@ -97,10 +97,13 @@ public struct DTMFSender: Sendable, Equatable {
     /// Starts a tone with the next frame. Ignored unless ready (see ``isReady(at:)``).
     public mutating func start(_ tone: DTMFTone) {
         guard phase == .idle else { return }
-        // 64-bit arithmetic, clamped: a tone or gap of any length cannot overflow (the stream
-        // clock's 32 bits wrap after a day at 48 kHz; a tone is seconds long).
-        let lengthTicks = UInt32(clamping: max(1, UInt64(max(0, tone.durationMilliseconds)) * UInt64(eventClockRateHz) / 1000))
-        let gapTicks = UInt64(max(0, tone.gapMilliseconds)) * UInt64(streamClockRateHz) / 1000
+        // 64-bit arithmetic on lengths capped at a day, clamped: a tone or gap of any length
+        // cannot overflow (the stream clock's 32 bits wrap after a day at 48 kHz; a tone is
+        // seconds long).
+        let day = 86_400_000
+        let lengthTicks = UInt32(
+            clamping: max(1, UInt64(min(day, max(0, tone.durationMilliseconds))) * UInt64(eventClockRateHz) / 1000))
+        let gapTicks = UInt64(min(day, max(0, tone.gapMilliseconds))) * UInt64(streamClockRateHz) / 1000
         nextStartOffset = UInt32(clamping: UInt64(lengthTicks) * UInt64(ticksPerEventTick) + gapTicks)
         phase = .tone(event: tone.digit.event, lengthTicks: lengthTicks, sentTicks: 0, segmentStartTicks: 0, segmentTimestamp: 0, first: true)
     }
@@ -122,7 +125,7 @@ public struct DTMFSender: Sendable, Equatable {
                 toneStart = streamTimestamp
                 segmentTimestamp = streamTimestamp
             }
-            sentTicks = min(lengthTicks, sentTicks + frameEventTicks)
+            sentTicks = lengthTicks - sentTicks <= frameEventTicks ? lengthTicks : sentTicks + frameEventTicks
             let inSegment = sentTicks - segmentStart
             if inSegment > Self.maximumSegmentDuration {
                 // The segment is full: close it at 0xFFFF; the rest goes in the next segment.

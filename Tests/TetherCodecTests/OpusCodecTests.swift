@@ -121,6 +121,28 @@ struct OpusCodecTests {
         #expect(abs(20 * log10(rms(decoded[4800...]) / (0.25 * 32767 / 2.0.squareRoot()))) < 1.5)
     }
 
+    /// A peer that sends 10 ms packets into our 20 ms frames: each frame is the packet's 10 ms
+    /// and 10 ms of concealment, never the rest of an earlier frame left in the buffer.
+    @Test func aShortPacketFillsItsFrameWithConcealmentNotStaleAudio() throws {
+        let encoder = try OpusEncoder(configuration: OpusConfiguration(frameDurationMilliseconds: 10))
+        let decoder = try OpusDecoder()
+        var packet = [UInt8](repeating: 0, count: 1500)
+        var frame = [Int16](repeating: 0, count: 960)
+        for f in 0..<20 {
+            let pcm = sine(440, amplitude: 0.25, count: 480, start: f * 480)
+            let length = try pcm.withUnsafeBufferPointer { p in
+                try packet.withUnsafeMutableBytes { try encoder.encode(p.baseAddress!, into: $0) }
+            }
+            // What the frame held before: a marker no decoder produces in this signal.
+            for i in frame.indices { frame[i] = 31_000 }
+            let got = try packet.withUnsafeBytes { pk in
+                try frame.withUnsafeMutableBufferPointer { try decoder.decodeFrame(UnsafeRawBufferPointer(rebasing: pk[0..<length]), into: $0) }
+            }
+            #expect(got == 480)
+            #expect(!frame[480...].contains(31_000), "frame \(f) kept samples of the last one")
+        }
+    }
+
     @Test func concealmentProducesAFrameThatFadesRatherThanRepeatingForever() throws {
         let config = OpusConfiguration()
         let encoder = try OpusEncoder(configuration: config)

@@ -146,6 +146,40 @@ struct ICETransportTests {
         #expect(pthread_equal(glib, teardown) == 0, "the transport was torn down on its own GLib thread")
     }
 
+    /// A peer flooding DTLS bytes (first byte 20…63, which go to the event handler, not the
+    /// media ring): no more than `maximumPendingDTLSDatagrams` wait unacknowledged, the rest are
+    /// dropped and counted; acknowledged ones make room again.
+    @Test func unacknowledgedDTLSDatagramsAreBounded() throws {
+        let (a, b) = try ICETransportRestartTests().connectedPair()
+        defer {
+            a.transport.close()
+            b.transport.close()
+        }
+        func dtlsEvents() -> Int { b.log.count { if case .dtlsDatagram = $0 { true } else { false } } }
+        let flood = [UInt8](repeating: 22, count: 100)
+        /// Sends `count` in batches of ten, each once the last has arrived (not faster than the
+        /// send queue and the socket take them).
+        func send(_ count: Int) -> Bool {
+            let before = dtlsEvents() + b.transport.dtlsDatagramsDropped
+            for batch in 1...(count / 10) {
+                for _ in 0..<10 { _ = flood.withUnsafeBytes { a.transport.send($0) } }
+                let arrived = b.log.first(within: 5) { _ in
+                    dtlsEvents() + b.transport.dtlsDatagramsDropped >= before + 10 * batch ? true : nil
+                }
+                if arrived != true { return false }
+            }
+            return true
+        }
+        let limit = ICETransport.maximumPendingDTLSDatagrams
+        #expect(send(500))
+        #expect(dtlsEvents() == limit)
+        #expect(b.transport.dtlsDatagramsDropped == 500 - limit)
+        // Handled: as many again get through.
+        for _ in 0..<limit { b.transport.dtlsDatagramHandled() }
+        #expect(send(2 * limit + 6))
+        #expect(dtlsEvents() == 2 * limit)
+    }
+
     @Test func malformedRemoteCandidateIsATypedError() throws {
         let a = try Peer(controlling: true)
         defer { a.transport.close() }

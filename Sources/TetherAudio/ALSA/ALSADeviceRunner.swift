@@ -316,6 +316,8 @@ struct ALSADeviceLoop: Sendable {
     private func recordDelay(pcm: OpaquePointer) {
         var delay: snd_pcm_sframes_t = 0
         guard snd_pcm_delay(pcm, &delay) == 0 else { return }
+        // A driver's nonsense (beyond a minute) is no latency to record, nor a reason to trap.
+        guard delay >= 0, delay < 60 * max(1, sampleRateHertz) else { return }
         io.recordLatency(microseconds: Int(delay) * 1_000_000 / max(1, sampleRateHertz))
     }
 

@@ -27,7 +27,7 @@ public enum PulseAudioDevices {
         let collector = PulseDeviceCollector()
         return try withExtendedLifetime(collector) { () throws(AudioDeviceError) -> [AudioDeviceInfo] in
             let userdata = Unmanaged.passUnretained(collector).toOpaque()
-            let deadlineNanoseconds = MonotonicClock.nanoseconds() + UInt64(max(0, timeoutSeconds) * 1e9)
+            let deadlineNanoseconds = MonotonicClock.nanoseconds() + UInt64(min(3600, max(0, timeoutSeconds)) * 1e9)
             guard pa_context_connect(context, nil, PA_CONTEXT_NOAUTOSPAWN, nil) >= 0 else {
                 throw .backendFailed(reason: "cannot connect to PulseAudio: \(errorMessage(context))")
             }

@@ -199,6 +199,6 @@ struct PulseStreamIO {
         var microseconds: pa_usec_t = 0
         var negative: Int32 = 0
         guard pa_stream_get_latency(stream, &microseconds, &negative) == 0 else { return }
-        io.recordLatency(microseconds: negative != 0 ? 0 : Int(microseconds))
+        io.recordLatency(microseconds: negative != 0 ? 0 : Int(clamping: microseconds))
     }
 }

@@ -159,33 +159,37 @@ public final class JitterBuffer {
     /// - Precondition: clock rate, frame duration, slot count (at least 2) and payload capacity are positive.
     public init(configuration: Configuration = Configuration()) {
         precondition(configuration.clockRateHertz > 0 && configuration.clockRateHertz <= 1_000_000_000, "clock rate must be positive (and at most 1 GHz)")
-        precondition(configuration.frameSamples > 0, "frame duration must be positive")
+        precondition(
+            configuration.frameSamples > 0 && configuration.frameSamples <= 60 * configuration.clockRateHertz,
+            "frame duration must be positive (and at most a minute)")
         precondition(configuration.slotCount >= 2, "at least two slots are needed")
         precondition(configuration.maximumPayloadBytes > 0, "payload capacity must be positive")
         self.configuration = configuration
 
+        // Durations are taken as 0…24 h, so no product of them overflows.
+        func milliseconds(_ value: Int) -> Int64 { Int64(min(max(0, value), 86_400_000)) }
         let clock = Int64(configuration.clockRateHertz)
         let frame = Int64(configuration.frameSamples)
         let frameNanoseconds = UInt64(frame) * 1_000_000_000 / UInt64(clock)
-        let targetMilliseconds = Int64(max(0, configuration.targetDelayMilliseconds))
+        let targetMilliseconds = milliseconds(configuration.targetDelayMilliseconds)
         clockRateHertz = clock
         frameSamples = frame
         targetDelaySamples = max(targetMilliseconds * clock / 1000, frame)
         targetDelayNanoseconds = max(UInt64(targetMilliseconds) * 1_000_000, frameNanoseconds)
-        driftMarginSamples = Int64(max(0, configuration.driftMarginFrames)) * frame
+        driftMarginSamples = Int64(min(max(0, configuration.driftMarginFrames), 1_000_000)) * frame
         driftThresholdSamples = targetDelaySamples + driftMarginSamples
-        maximumTargetSamples = max(frame, Int64(max(0, configuration.maximumDelayMilliseconds)) * clock / 1000)
+        maximumTargetSamples = max(frame, milliseconds(configuration.maximumDelayMilliseconds) * clock / 1000)
         adaptive = configuration.adaptiveTarget
         estimator = ArrivalDelayEstimator(percentile: min(1, max(0.5, configuration.delayPercentile)))
         self.frameNanoseconds = Int64(frameNanoseconds)
-        guardNanoseconds = Int64(max(0, configuration.adaptiveGuardMilliseconds)) * 1_000_000
-        maximumDelayNanoseconds = max(Int64(frameNanoseconds), Int64(max(0, configuration.maximumDelayMilliseconds)) * 1_000_000)
-        lossMemoryNanoseconds = UInt64(max(0, configuration.lossMemoryMilliseconds)) * 1_000_000
-        shrinkHoldoffNanoseconds = UInt64(max(0, configuration.shrinkHoldoffMilliseconds)) * 1_000_000
-        quietPatiencePulls = max(1, Int(UInt64(max(0, configuration.quietPatienceMilliseconds)) * 1_000_000 / max(1, frameNanoseconds)))
-        let sustainNanoseconds = UInt64(max(0, configuration.driftSustainMilliseconds)) * 1_000_000
+        guardNanoseconds = milliseconds(configuration.adaptiveGuardMilliseconds) * 1_000_000
+        maximumDelayNanoseconds = max(Int64(frameNanoseconds), milliseconds(configuration.maximumDelayMilliseconds) * 1_000_000)
+        lossMemoryNanoseconds = UInt64(milliseconds(configuration.lossMemoryMilliseconds)) * 1_000_000
+        shrinkHoldoffNanoseconds = UInt64(milliseconds(configuration.shrinkHoldoffMilliseconds)) * 1_000_000
+        quietPatiencePulls = max(1, Int(UInt64(milliseconds(configuration.quietPatienceMilliseconds)) * 1_000_000 / max(1, frameNanoseconds)))
+        let sustainNanoseconds = UInt64(milliseconds(configuration.driftSustainMilliseconds)) * 1_000_000
         driftSustainPulls = max(1, Int((sustainNanoseconds + frameNanoseconds - 1) / max(1, frameNanoseconds)))
-        reanchorThresholdSamples = max(Int64(max(0, configuration.reanchorThresholdMilliseconds)) * clock / 1000, frame)
+        reanchorThresholdSamples = max(milliseconds(configuration.reanchorThresholdMilliseconds) * clock / 1000, frame)
         slotCount = configuration.slotCount
         payloadCapacityBytes = configuration.maximumPayloadBytes
 

@@ -15,9 +15,10 @@ public struct MonotonicInstant: Comparable, Hashable, Sendable, CustomStringConv
         self.nanoseconds = nanoseconds
     }
 
-    /// Creates an instant from whole milliseconds since the clock's origin.
+    /// Creates an instant from whole milliseconds since the clock's origin (saturating).
     public init(milliseconds: UInt64) {
-        self.nanoseconds = milliseconds * 1_000_000
+        let (product, overflow) = milliseconds.multipliedReportingOverflow(by: 1_000_000)
+        self.nanoseconds = overflow ? .max : product
     }
 
     /// This instant moved later by a duration in nanoseconds (saturating at `UInt64.max`).
