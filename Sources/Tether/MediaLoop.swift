@@ -169,11 +169,8 @@ final class MediaLoop: @unchecked Sendable {
 
     // RTP receiver state.
     private var remoteSSRC: UInt32?
-    private var lastSenderReportMiddle32: UInt32 = 0
-    /// Our packets the peer's Loss RLE blocks said lost, and in how many runs (the call so far).
-    private var peerLostInRuns = 0
-    private var peerLossRuns = 0
-    private var lastSenderReportArrivalNanoseconds: UInt64 = 0
+    /// What the peer's RTCP said (its sender reports, its reports and loss runs about us).
+    private var peerReports: PeerReports
     private var announcedFirstMedia = false
     private var byeAnnounced = false
     private var lossAdaptation: LossAdaptation
@@ -236,6 +233,7 @@ final class MediaLoop: @unchecked Sendable {
         jitterBuffer = JitterBuffer(configuration: jitterConfiguration)
         var g = SystemRandomNumberGenerator()
         localSSRC = UInt32.random(in: 1...UInt32.max, using: &g)
+        peerReports = PeerReports(localSSRC: localSSRC)
         sequenceNumber = UInt16.random(in: 0...UInt16.max, using: &g)
         rtpTimestamp = UInt32.random(in: 0...UInt32.max, using: &g)
         stats.jitterBufferTargetMilliseconds = Double(setup.jitterBufferTargetMilliseconds)
@@ -510,8 +508,7 @@ final class MediaLoop: @unchecked Sendable {
         dtmfReceiver?.reset()
         alternateDTMFReceiver?.reset()
         remoteSSRC = ssrc
-        lastSenderReportMiddle32 = 0
-        lastSenderReportArrivalNanoseconds = 0
+        peerReports.peerSourceChanged()
     }
 
     private func handleDatagram(_ buffer: UnsafeMutableRawBufferPointer, arrivalNanoseconds: UInt64) {
@@ -690,40 +687,27 @@ final class MediaLoop: @unchecked Sendable {
         let arrivalNTP = NTPTimestamp(unixNanoseconds: Int64(MonotonicClock.realtimeNanoseconds())).middle32
         // The report's loss and, from an XR Loss RLE block in the same compound (after it), its
         // runs: the loss adaptation takes both at once.
-        var fractionLost: Double?
-        var lossRuns: LossRunStatistics?
-        for item in compound {
-            switch item {
-            case .senderReport(_, let info, let blocks):
-                lastSenderReportMiddle32 = info.ntpMiddle32
-                lastSenderReportArrivalNanoseconds = arrivalNanoseconds
-                if let f = absorb(blocks, arrivalNTPMiddle32: arrivalNTP, reportArrivalNanoseconds: arrivalNanoseconds) { fractionLost = f }
-            case .receiverReport(_, let blocks):
-                if let f = absorb(blocks, arrivalNTPMiddle32: arrivalNTP, reportArrivalNanoseconds: arrivalNanoseconds) { fractionLost = f }
-            case .bye:
-                if !byeAnnounced {
-                    byeAnnounced = true
-                    setup.notify(.byeReceived)
-                }
-            case .other(RTCPExtendedReport.packetType, _, let body):
-                if let runs = RTCPExtendedReport.lossRuns(inBody: body, sourceSSRC: localSSRC) { lossRuns = runs }
-            default:
-                break
-            }
+        let reading = peerReports.read(compound, arrivalNanoseconds: arrivalNanoseconds, arrivalNTPMiddle32: arrivalNTP)
+        if reading.bye && !byeAnnounced {
+            byeAnnounced = true
+            setup.notify(.byeReceived)
         }
-        var runs: (lost: Int, runs: Int)?
-        if let lossRuns, lossRuns.packets > 0 {
-            stats.lossRunReportsReceived += 1
-            runs = (lossRuns.lost, lossRuns.lossRuns)
-            if lossRuns.lossRuns > 0 {
-                peerLostInRuns += lossRuns.lost
-                peerLossRuns += lossRuns.lossRuns
-                stats.remoteMeanLossRunPackets = Double(peerLostInRuns) / Double(peerLossRuns)
-            }
+        if let block = reading.block {
+            stats.peerReportedHighestSequence = block.extendedHighestSequence
+            stats.peerReportArrivalNanoseconds = arrivalNanoseconds
+            stats.peerReportMissesRecentPackets = missesRecentPackets(
+                reportedHighest: UInt16(truncatingIfNeeded: block.extendedHighestSequence), arrivalNanoseconds: arrivalNanoseconds)
+            stats.remotePacketsLost = Int(block.cumulativeLost)
+            stats.remoteFractionLost = Double(block.fractionLost) / 256
+            stats.remoteJitterMilliseconds = Double(block.interarrivalJitter) / 48
+            if let rtt = reading.roundTripSeconds { stats.roundTripTimeMilliseconds = rtt * 1000 }
         }
-        if let fractionLost,
+        stats.lossRunReportsReceived = peerReports.lossRunReports
+        if let mean = peerReports.meanLossRunPackets { stats.remoteMeanLossRunPackets = mean }
+        if let fractionLost = reading.fractionLost,
             let settings = lossAdaptation.reportReceived(
-                fractionLost: fractionLost, lossRuns: runs, now: MonotonicInstant(nanoseconds: arrivalNanoseconds))
+                fractionLost: fractionLost, lossRuns: reading.lossRuns.map { ($0.lost, $0.lossRuns) },
+                now: MonotonicInstant(nanoseconds: arrivalNanoseconds))
         {
             applyEncoderSettings(settings)
         }
@@ -783,29 +767,6 @@ final class MediaLoop: @unchecked Sendable {
             index += 1
         }
         return false
-    }
-
-    /// Takes the peer's view of our stream from the report blocks about our SSRC.
-    /// - Returns: the fraction it lost in its last interval (nil: no block about us).
-    private func absorb(_ blocks: RTCPReportBlocks, arrivalNTPMiddle32: UInt32, reportArrivalNanoseconds: UInt64) -> Double? {
-        var fraction: Double?
-        for block in blocks where block.ssrc == localSSRC {
-            stats.peerReportedHighestSequence = block.extendedHighestSequence
-            stats.peerReportArrivalNanoseconds = reportArrivalNanoseconds
-            stats.peerReportMissesRecentPackets = missesRecentPackets(
-                reportedHighest: UInt16(truncatingIfNeeded: block.extendedHighestSequence), arrivalNanoseconds: reportArrivalNanoseconds)
-            stats.remotePacketsLost = Int(block.cumulativeLost)
-            stats.remoteFractionLost = Double(block.fractionLost) / 256
-            stats.remoteJitterMilliseconds = Double(block.interarrivalJitter) / 48
-            fraction = Double(block.fractionLost) / 256
-            if let rtt = NTPTimestamp.roundTripTime(
-                arrivalNTPMiddle32: arrivalNTPMiddle32, lastSenderReport: block.lastSenderReport,
-                delaySinceLastSenderReport: block.delaySinceLastSenderReport)
-            {
-                stats.roundTripTimeMilliseconds = rtt * 1000
-            }
-        }
-        return fraction
     }
 
     // MARK: Send
@@ -1004,10 +965,10 @@ final class MediaLoop: @unchecked Sendable {
         var block: RTCPReportBlock?
         if let remoteSSRC {
             let dlsr =
-                lastSenderReportArrivalNanoseconds == 0
-                ? 0 : NTPTimestamp.delaySinceLastSenderReport(nanoseconds: Int64(bitPattern: now &- lastSenderReportArrivalNanoseconds))
+                peerReports.lastSenderReportArrivalNanoseconds == 0
+                ? 0 : NTPTimestamp.delaySinceLastSenderReport(nanoseconds: Int64(bitPattern: now &- peerReports.lastSenderReportArrivalNanoseconds))
             let b = reception.makeReportBlock(
-                ssrc: remoteSSRC, lastSenderReport: lastSenderReportMiddle32, delaySinceLastSenderReport: dlsr)
+                ssrc: remoteSSRC, lastSenderReport: peerReports.lastSenderReportMiddle32, delaySinceLastSenderReport: dlsr)
             stats.fractionLost = Double(b.fractionLost) / 256
             block = b
         }
