@@ -87,12 +87,15 @@ let package = Package(
                 "TetherNetworkMonitor", "TetherDTLS", .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
             ]),
-        // Fuzz targets for what comes from the network (SDP, RTP/RTCP, the jitter buffer), shared by
+        // Fuzz targets for what comes from the network (SDP, RTP/RTCP, the jitter buffer, DTMF, the
+        // peer's reports read as the media loop reads them), shared by
         // the libFuzzer executables below and the corpus-replay tests. scripts/fuzz.sh builds them.
         .target(name: "TetherFuzzing", dependencies: ["TetherCore", "TetherRTP", "TetherCodec"]),
         .executableTarget(name: "fuzz-sdp", dependencies: ["TetherFuzzing"]),
         .executableTarget(name: "fuzz-rtp", dependencies: ["TetherFuzzing"]),
         .executableTarget(name: "fuzz-jitter-buffer", dependencies: ["TetherFuzzing"]),
+        .executableTarget(name: "fuzz-dtmf", dependencies: ["TetherFuzzing"]),
+        .executableTarget(name: "fuzz-rtcp-feedback", dependencies: ["TetherFuzzing"]),
         // The fault matrix: `tether call` processes in network namespaces and real kernel faults
         // (tests and `tether-bench faults`).
         .target(name: "TetherFaultLab"),

@@ -2,7 +2,7 @@
 # Coverage-guided fuzzing of what reaches Tether from the network, with libFuzzer and
 # AddressSanitizer (Swift's -sanitize=fuzzer,address).
 #
-#   scripts/fuzz.sh SECONDS [TARGET...]      TARGET: sdp, rtp, jitter-buffer (default: all three)
+#   scripts/fuzz.sh SECONDS [TARGET...]      TARGET: sdp, rtp, jitter-buffer, dtmf, rtcp-feedback (default: all)
 #
 # Each target starts from the committed corpus (Fuzz/corpus/TARGET) and runs for SECONDS. New
 # inputs that reach new code go to .build-fuzz/corpus/TARGET (kept between runs, not committed).
@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:?usage: scripts/fuzz.sh SECONDS [TARGET...]}
 shift
 targets=("$@")
-if ((${#targets[@]} == 0)); then targets=(sdp rtp jitter-buffer); fi
+if ((${#targets[@]} == 0)); then targets=(sdp rtp jitter-buffer dtmf rtcp-feedback); fi
 SWIFT=${SWIFT:-swift}
 SCRATCH=.build-fuzz
 
@@ -39,7 +39,7 @@ for t in "${targets[@]}"; do
     mkdir -p "$work" "$saved"
     log="$SCRATCH/fuzz-$t.log"
     echo "fuzz: $t for $seconds s (corpus Fuzz/corpus/$t, $(ls "$work" | wc -l) inputs found earlier)" >&2
-    "$SCRATCH/debug/fuzz-$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+    "$SCRATCH/debug/fuzz-$t" -max_total_time="$seconds" -timeout=30 -rss_limit_mb=2048 -print_final_stats=1 \
         -artifact_prefix="$saved/" "$work" "Fuzz/corpus/$t" >"$log" 2>&1
     code=$?
     runs=$(grep -Eo 'stat::number_of_executed_units: *[0-9]+' "$log" | grep -Eo '[0-9]+$' || echo "?")

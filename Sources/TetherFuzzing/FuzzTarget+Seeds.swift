@@ -21,6 +21,8 @@ extension FuzzTarget {
             return seeds
         case .rtp: return Self.rtpSeeds()
         case .jitterBuffer: return Self.jitterBufferSeeds()
+        case .dtmf: return Self.dtmfSeeds()
+        case .rtcpFeedback: return Self.rtcpFeedbackSeeds()
         }
     }
 
@@ -105,10 +107,90 @@ extension FuzzTarget {
         var reordered: [[UInt8]] = []
         for i in 0..<15 { reordered += [[0x00, 2, 20, 60], [0x00, 0xFF, 1, 60], [0x00, 2, 19, 60], [0x02, i % 2 == 0 ? 20 : 25]] }
         let restart: [[UInt8]] = clean.prefix(20) + [[0x05, 0x12, 0x34, 0x00, 0x00, 0x10, 0x00, 20, 60]] + clean.prefix(20) + [[0x03]]
+        // Long streams ([0x0B | loss << 4, count, ahead | pullEvery << 6, seed32]): 131,072
+        // packets with 5 % loss from near the timestamp wrap, and a peer racing the playout point
+        // 300 ms a packet through two slots (past 9.2 × 10⁹ samples, where timestamp × 10⁹ no
+        // longer fits in 64 bits, at about 340,000 packets; it sends 360,000).
+        let continuous: [[UInt8]] = [[0x5B, 0x3F, 0x01, 0x12, 0x34, 0x56, 0x78], [0x03]]
+        let racing: [[UInt8]] = [[0x02, 0], [0x0B, 0xAF, 0x0F, 0x0B, 0xAD, 0xF0, 0x0D]]
         return [
             ("jb-fixed-clean", program(0x02, clean)), ("jb-adaptive-clean", program(0x12, clean)),
             ("jb-adaptive-loss", program(0x12, lossy)), ("jb-adaptive-reorder", program(0x12, reordered)),
             ("jb-small-restart", program(0x0A, restart)), ("jb-adaptive-probation", program(0x32, lossy + [[0x07], [0x03]])),
+            ("jb-long-continuous-lossy", program(0x12, clean.prefix(4) + continuous)),
+            ("jb-long-racing", program(0x52, clean.prefix(2) + racing)),
+        ]
+    }
+
+    private static func dtmfSeeds() -> [(name: String, bytes: [UInt8])] {
+        // [rate, ts32] then operations: [0x00 | end << 4, ms, event, duration16] a packet at the
+        // same timestamp; [0x04 …] one segment on; [0x08, step16, …] a step; [0x0C, ts32, …]
+        // anywhere; [0x01 | step << 2, event, count] a long event of count × 256 + 1 segments;
+        // [0x02, ms16] a time-out check; [0x07] a reset. See `DTMFFuzzing`.
+        var digits: [UInt8] = [0x00, 0xFF, 0xFF, 0x00, 0x00]
+        for event: UInt8 in [1, 2, 3, 11] {
+            digits += [0x0C, 0, 0, 0x10 * event, 0, 20, event, 0x00, 0xA0]  // a new event
+            digits += [0x00, 20, event, 0x01, 0x40, 0x10, 20, event, 0x01, 0xE0, 0x10, 20, event, 0x01, 0xE0]  // updates, end
+        }
+        digits += [0x02, 0x03, 0xE8]
+        // One event of 2 × 65,281 + 1 segments at 8 kHz (its 65,536th segment trapped the old
+        // receiver), then its end, then a digit.
+        let endless: [UInt8] = [0x00, 0x00, 0x00, 0x10, 0x00, 0x00, 20, 5, 0xFF, 0xFF, 0x01, 5, 0xFF, 0x01, 5, 0xFF,
+                                0x14, 20, 5, 0x00, 0x10, 0x02, 0x07, 0xD0, 0x0C, 0x40, 0, 0, 0, 20, 9, 0x00, 0xA0]
+        // The same digits at 48 kHz; a 3 s digit in segments (65,535 ticks apart at 48 kHz);
+        // digits whose end packets were lost, each reported when the next began; a reset midway.
+        let wide: [UInt8] = [0x01] + digits.dropFirst()
+        var segmented: [UInt8] = [0x01, 0x7F, 0xFF, 0x80, 0x00, 0x00, 20, 0, 0x10, 0x00]
+        for _ in 0..<2 { segmented += [0x00, 20, 0, 0xFF, 0xFF, 0x04, 20, 0, 0x03, 0x00] }
+        segmented += [0x10, 20, 0, 0x32, 0x82, 0x10, 20, 0, 0x32, 0x82]
+        var unended: [UInt8] = [0x00, 0x00, 0x00, 0x20, 0x00]
+        for event: UInt8 in [4, 7, 4] { unended += [0x08, 0x06, 0x40, 20, event, 0x00, 0xA0, 0x00, 20, event, 0x01, 0x40] }
+        unended += [0x02, 0x01, 0xF4, 0x02, 0x01, 0xF4]
+        let reset: [UInt8] = [0x00, 0, 0, 0, 0, 0x00, 20, 8, 0x00, 0xA0, 0x07, 0x10, 20, 8, 0x01, 0x40, 0x02, 0x03, 0xE8]
+        return [
+            ("dtmf-digits", digits), ("dtmf-endless-event", endless), ("dtmf-digits-48k", wide), ("dtmf-segmented-digit", segmented),
+            ("dtmf-lost-ends", unended), ("dtmf-reset-midway", reset),
+        ]
+    }
+
+    private static func rtcpFeedbackSeeds() -> [(name: String, bytes: [UInt8])] {
+        // [0x00, length16, bytes…] one compound; [0x80 | repeats/64, blocks, chunks, chunk16,
+        // fraction] a crafted RR + XR repeated. See `RTCPFeedbackFuzzing`.
+        var report = [UInt8](repeating: 0, count: 1500)
+        let length = RTCPFeedbackFuzzing.craft(into: &report, blocks: 1, chunks: 2, chunk: 0xB6DB, fractionLost: 30)
+        let single: [UInt8] = [0x00, UInt8(length >> 8), UInt8(length & 0xFF)] + report[0..<length]
+        // 2,033 reports, each of 70 blocks of four 16,383-packet runs (4.6 million packets a
+        // report, read one by one before issue 33), then 241 with bit vectors.
+        let flood: [UInt8] = [0xFF, 70, 4, 0x3F, 0xFF, 60, 0x8F, 70, 8, 0xD5, 0x55, 200]
+        // As a peer writes them: a sender report whose block about us gives a round trip, a
+        // receiver report about another source with a BYE, and XR bit vectors about us.
+        func compound(_ sender: Bool, about: UInt32, bye: Bool, runs: String?) -> [UInt8] {
+            guard let writer = RTCPCompoundWriter(cname: Array("peer@fuzz".utf8)) else { return [] }
+            let block = RTCPReportBlock(
+                ssrc: about, fractionLost: 40, cumulativeLost: 12, extendedHighestSequence: 70_000, interarrivalJitter: 480,
+                lastSenderReport: 0x0001_8000, delaySinceLastSenderReport: 0x4000)
+            let info = RTCPSenderInfo(ntpTimestamp: 0x0000_0002_0000_0000, rtpTimestamp: 96_000, senderPacketCount: 500, senderOctetCount: 40_000)
+            var buffer = [UInt8](repeating: 0, count: 1500)
+            let size = buffer.withUnsafeMutableBytes { out -> Int in
+                var n = (try? writer.write(
+                    into: out, ssrc: 0x8765_4321, senderInfo: sender ? info : nil, reportBlocks: [block],
+                    bye: bye ? .included(reason: nil) : .omitted)) ?? 0
+                if let runs {
+                    var packets = ReceivedPackets(beginSequence: 65_500, count: runs.count)
+                    for (i, c) in runs.enumerated() where c == "1" { packets.markReceived(i) }
+                    n += RTCPExtendedReport.writeLossRunLength(
+                        into: out, at: n, reporterSSRC: 0x8765_4321, sourceSSRC: about, packets: packets) ?? 0
+                }
+                return n
+            }
+            return [0x00, UInt8(size >> 8), UInt8(size & 0xFF)] + buffer[0..<size]
+        }
+        let us = RTCPFeedbackFuzzing.localSSRC
+        let pattern = String(repeating: "1101110111110", count: 9)
+        return [
+            ("rtcp-rr-xr", single), ("rtcp-xr-flood", flood), ("rtcp-sr-round-trip", compound(true, about: us, bye: false, runs: nil)),
+            ("rtcp-rr-other-source-bye", compound(false, about: 0x0BAD_0BAD, bye: true, runs: pattern)),
+            ("rtcp-rr-xr-bit-vectors", compound(false, about: us, bye: false, runs: pattern) + compound(true, about: us, bye: false, runs: "0011")),
         ]
     }
 

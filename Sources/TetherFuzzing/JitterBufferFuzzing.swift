@@ -4,7 +4,7 @@ import TetherRTP
 /// The jitter buffer and the reception statistics, fed what a peer controls: sequence numbers,
 /// timestamps, payload sizes and arrival times, interleaved with the playout's pulls.
 ///
-/// The first byte chooses the configuration (adaptive or fixed target, few or many slots, small
+/// The first byte chooses the configuration (adaptive or fixed target, two, four or 64 slots, small
 /// payload capacity); the rest is a program of operations, each a tag byte and its operands.
 /// Time only moves forward, as the monotonic clock does; everything else is arbitrary. Payloads
 /// are a pattern of their sequence number, so a pull can check that what it returns is exactly
@@ -14,7 +14,8 @@ enum JitterBufferFuzzing {
         var reader = ByteReader(input)
         let setup = reader.byte()
         var configuration = JitterBuffer.Configuration(
-            targetDelayMilliseconds: Int(setup & 0x7) * 20, slotCount: setup & 0x8 != 0 ? 4 : 64, maximumPayloadBytes: 64)
+            targetDelayMilliseconds: Int(setup & 0x7) * 20, slotCount: setup & 0x40 != 0 ? 2 : setup & 0x8 != 0 ? 4 : 64,
+            maximumPayloadBytes: 64)
         configuration.adaptiveTarget = setup & 0x10 != 0
         let buffer = JitterBuffer(configuration: configuration)
         var reception = ReceptionStatistics(minimumSequentialPackets: setup & 0x20 != 0 ? 2 : 1)
@@ -56,6 +57,39 @@ enum JitterBufferFuzzing {
             default:
                 if tag & 0x4 != 0 {
                     buffer.reset()
+                } else if tag & 0x8 != 0 {
+                    // A long stream from a seeded generator: (n + 1) × 2048 packets, each `ahead`
+                    // frames after the last (1: a continuous stream; more: a peer racing the
+                    // playout point through overflow drops), up to 15 % lost, a pull every
+                    // `pullEvery` packets at the frame period. Far enough to carry timestamps
+                    // and counters where single packets never take them.
+                    let count = (Int(reader.byte()) + 1) * 2048
+                    let mode = reader.byte()
+                    let ahead = UInt32(max(1, mode & 0x3F))
+                    let pullEvery = Int(mode >> 6) + 1
+                    let lossPercent = UInt64(tag >> 4)
+                    var seed = UInt64(reader.uint32()) | 1
+                    for index in 0..<count {
+                        seed ^= seed << 13
+                        seed ^= seed >> 7
+                        seed ^= seed << 17
+                        sequence &+= 1
+                        timestamp &+= 960 * ahead
+                        now &+= 20_000_000 / UInt64(pullEvery)
+                        if seed % 100 >= lossPercent {
+                            let length = Int((seed >> 40) % 60)
+                            fill(&payload, sequence: sequence, length: length)
+                            _ = payload.withUnsafeBytes {
+                                buffer.insert(
+                                    sequenceNumber: sequence, rtpTimestamp: timestamp,
+                                    payload: UnsafeRawBufferPointer(rebasing: $0[0..<length]), arrivalNanoseconds: now)
+                            }
+                            inserts += 1
+                            reception.packetReceived(
+                                sequenceNumber: sequence, rtpTimestamp: timestamp, arrivalRTPUnits: UInt32(truncatingIfNeeded: now / 20_833))
+                        }
+                        if index % pullEvery == 0 { check(buffer.pull(now: now, atQuietMoment: seed & 1 == 0), configuration: configuration) }
+                    }
                 } else {
                     // Twenty pulls at the frame period: the playout catching up on what is buffered.
                     for _ in 0..<20 {
