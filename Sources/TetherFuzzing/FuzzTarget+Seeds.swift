@@ -107,18 +107,19 @@ extension FuzzTarget {
         var reordered: [[UInt8]] = []
         for i in 0..<15 { reordered += [[0x00, 2, 20, 60], [0x00, 0xFF, 1, 60], [0x00, 2, 19, 60], [0x02, i % 2 == 0 ? 20 : 25]] }
         let restart: [[UInt8]] = clean.prefix(20) + [[0x05, 0x12, 0x34, 0x00, 0x00, 0x10, 0x00, 20, 60]] + clean.prefix(20) + [[0x03]]
-        // Long streams ([0x0B | loss << 4, count, ahead | pullEvery << 6, seed32]): 131,072
+        // Long streams ([0x0B | loss << 4, count, ahead | pullEvery << 6, seed32]): 65,536
         // packets with 5 % loss from near the timestamp wrap, and a peer racing the playout point
-        // 300 ms a packet through two slots (past 9.2 × 10⁹ samples, where timestamp × 10⁹ no
-        // longer fits in 64 bits, at about 340,000 packets; it sends 360,000).
+        // 1.26 s a packet through two slots with a 10 s re-anchor threshold (past 9.2 × 10⁹
+        // samples, where timestamp × 10⁹ no longer fits in 64 bits, at about 81,500 packets; it
+        // sends 93,184).
         let continuous: [[UInt8]] = [[0x5B, 0x3F, 0x01, 0x12, 0x34, 0x56, 0x78], [0x03]]
-        let racing: [[UInt8]] = [[0x02, 0], [0x0B, 0xAF, 0x0F, 0x0B, 0xAD, 0xF0, 0x0D]]
+        let racing: [[UInt8]] = [[0x02, 0], [0x0B, 0x5A, 0x3F, 0x0B, 0xAD, 0xF0, 0x0D]]
         return [
             ("jb-fixed-clean", program(0x02, clean)), ("jb-adaptive-clean", program(0x12, clean)),
             ("jb-adaptive-loss", program(0x12, lossy)), ("jb-adaptive-reorder", program(0x12, reordered)),
             ("jb-small-restart", program(0x0A, restart)), ("jb-adaptive-probation", program(0x32, lossy + [[0x07], [0x03]])),
             ("jb-long-continuous-lossy", program(0x12, clean.prefix(4) + continuous)),
-            ("jb-long-racing", program(0x52, clean.prefix(2) + racing)),
+            ("jb-long-racing", program(0xD2, clean.prefix(2) + racing)),
         ]
     }
 

@@ -4,8 +4,8 @@ import TetherRTP
 /// The jitter buffer and the reception statistics, fed what a peer controls: sequence numbers,
 /// timestamps, payload sizes and arrival times, interleaved with the playout's pulls.
 ///
-/// The first byte chooses the configuration (adaptive or fixed target, two, four or 64 slots, small
-/// payload capacity); the rest is a program of operations, each a tag byte and its operands.
+/// The first byte chooses the configuration (adaptive or fixed target, two, four or 64 slots, a 1 or
+/// 10 s re-anchor threshold, small payload capacity); the rest is a program of operations, each a tag byte and its operands.
 /// Time only moves forward, as the monotonic clock does; everything else is arbitrary. Payloads
 /// are a pattern of their sequence number, so a pull can check that what it returns is exactly
 /// what was inserted for that packet.
@@ -15,7 +15,7 @@ enum JitterBufferFuzzing {
         let setup = reader.byte()
         var configuration = JitterBuffer.Configuration(
             targetDelayMilliseconds: Int(setup & 0x7) * 20, slotCount: setup & 0x40 != 0 ? 2 : setup & 0x8 != 0 ? 4 : 64,
-            maximumPayloadBytes: 64)
+            maximumPayloadBytes: 64, reanchorThresholdMilliseconds: setup & 0x80 != 0 ? 10_000 : 1000)
         configuration.adaptiveTarget = setup & 0x10 != 0
         let buffer = JitterBuffer(configuration: configuration)
         var reception = ReceptionStatistics(minimumSequentialPackets: setup & 0x20 != 0 ? 2 : 1)
@@ -58,12 +58,12 @@ enum JitterBufferFuzzing {
                 if tag & 0x4 != 0 {
                     buffer.reset()
                 } else if tag & 0x8 != 0 {
-                    // A long stream from a seeded generator: (n + 1) × 2048 packets, each `ahead`
+                    // A long stream from a seeded generator: (n + 1) × 1024 packets, each `ahead`
                     // frames after the last (1: a continuous stream; more: a peer racing the
                     // playout point through overflow drops), up to 15 % lost, a pull every
                     // `pullEvery` packets at the frame period. Far enough to carry timestamps
                     // and counters where single packets never take them.
-                    let count = (Int(reader.byte()) + 1) * 2048
+                    let count = (Int(reader.byte()) + 1) * 1024
                     let mode = reader.byte()
                     let ahead = UInt32(max(1, mode & 0x3F))
                     let pullEvery = Int(mode >> 6) + 1

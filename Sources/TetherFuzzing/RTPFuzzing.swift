@@ -101,8 +101,11 @@ enum RTPFuzzing {
                         // Loss RLE blocks about any source the body names (the first block's).
                         let source = body.count >= 12 ? UInt32(body[8]) << 24 | UInt32(body[9]) << 16 | UInt32(body[10]) << 8 | UInt32(body[11]) : 0
                         if let runs = RTCPExtendedReport.lossRuns(inBody: body, sourceSSRC: source) {
-                            fuzzInvariant(runs.lost <= runs.packets && runs.lossRuns <= runs.lost && runs.packets <= 65_535,
-                                "loss runs beyond the block: \(runs)")
+                            // At most `maximumLossRunLengthBlocksRead` blocks are read, each of at most 65,535 packets.
+                            fuzzInvariant(
+                                runs.lost <= runs.packets && runs.lossRuns <= runs.lost
+                                    && runs.packets <= RTCPExtendedReport.maximumLossRunLengthBlocksRead * 65_535,
+                                "loss runs beyond the blocks: \(runs)")
                             fuzzInvariant(runs.lostAfterThreeLosses <= runs.lostAfterALoss && runs.lostAfterALoss <= runs.lost, "run counts out of order: \(runs)")
                         }
                     }
