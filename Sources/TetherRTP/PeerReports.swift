@@ -17,8 +17,8 @@ public struct PeerReports: Sendable {
     public private(set) var lostInRuns = 0
     public private(set) var lossRuns = 0
 
-    /// What one compound said.
-    public struct Reading: Sendable {
+    /// What one compound said (its feedback body points into the compound's bytes: not Sendable).
+    public struct Reading {
         /// The last report block about our stream, if any.
         public var block: RTCPReportBlock?
         /// That block's fraction lost, 0…1.
@@ -29,6 +29,9 @@ public struct PeerReports: Sendable {
         public var lossRuns: LossRunStatistics?
         /// A BYE was in it.
         public var bye = false
+        /// The body of the transport-cc feedback in it (``TransportFeedback``), if any: valid
+        /// only while the compound's bytes are.
+        public var transportFeedback: UnsafeRawBufferPointer?
     }
 
     public init(localSSRC: UInt32) {
@@ -57,6 +60,8 @@ public struct PeerReports: Sendable {
                 reading.bye = true
             case .other(RTCPExtendedReport.packetType, _, let body):
                 if let runs = RTCPExtendedReport.lossRuns(inBody: body, sourceSSRC: localSSRC) { reading.lossRuns = runs }
+            case .other(TransportFeedback.packetType, TransportFeedback.formatType, let body):
+                reading.transportFeedback = body
             default:
                 break
             }

@@ -1,0 +1,126 @@
+import Testing
+
+@testable import TetherRTP
+
+/// Transport-wide congestion control: the sequence number extension, the feedback format both
+/// ways, and the send history that turns feedback into per-packet results.
+struct TransportFeedbackTests {
+    /// A packet with the extension written after its fixed header reads back, among other
+    /// one-byte elements and padding.
+    @Test func theSequenceExtensionRoundTrips() throws {
+        var packet = [UInt8](repeating: 0, count: 40)
+        packet.withUnsafeMutableBytes { raw in
+            _ = RTPHeader(payloadType: 111, sequenceNumber: 7, timestamp: 960, ssrc: 1).write(to: raw)
+            TransportWideSequence.setExtensionBit(in: raw)
+            TransportWideSequence.write(0xBEEF, id: 3, into: raw, at: 12)
+        }
+        let header = try packet.withUnsafeBytes { try RTPHeader.parse($0) }
+        #expect(header.payloadOffset == 12 + TransportWideSequence.headerBytes)
+        #expect(packet.withUnsafeBytes { TransportWideSequence.read(from: $0, header: header, id: 3) } == 0xBEEF)
+        #expect(packet.withUnsafeBytes { TransportWideSequence.read(from: $0, header: header, id: 4) } == nil)
+        // Chromium's layout: audio level (id 1, 1 byte), then transport-cc (id 3), padded.
+        var chromium: [UInt8] = [0x90, 111, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0xBE, 0xDE, 0, 2, 0x10, 0x55, 0x31, 0x12, 0x34, 0, 0, 0]
+        chromium += [0xAA, 0xBB]
+        let h2 = try chromium.withUnsafeBytes { try RTPHeader.parse($0) }
+        #expect(chromium.withUnsafeBytes { TransportWideSequence.read(from: $0, header: h2, id: 3) } == 0x1234)
+    }
+
+    /// The receiver records arrivals (one lost, one reordered, gaps small and large); its feedback
+    /// read by the sender's history gives each packet's arrival to 250 µs, the lost one as lost,
+    /// in sequence order, each once.
+    @Test func feedbackCarriesEachArrivalToTheSender() throws {
+        let history = TransportSendHistory(firstSequence: 65_530)
+        let recorder = TransportFeedbackRecorder()
+        var sent: [(sequence: UInt16, at: UInt64)] = []
+        for i in 0..<20 {
+            let at = 5_000_000_000 + UInt64(i) * 20_000_000
+            sent.append((history.stamp(bytes: 100 + i, sentNanoseconds: at), at))
+        }
+        // Arrivals: 30 ms path delay, packet 5 lost, 9 and 10 swapped, packet 15 delayed 90 ms.
+        var arrivals: [(UInt16, UInt64)] = []
+        for (i, p) in sent.enumerated() where i != 5 {
+            arrivals.append((p.sequence, p.at + 30_000_000 + (i == 15 ? 90_000_000 : 0) + UInt64(i % 3) * 137_000))
+        }
+        arrivals.swapAt(8, 9)
+        for (sequence, at) in arrivals { recorder.record(sequence: sequence, arrivalNanoseconds: at) }
+        var buffer = [UInt8](repeating: 0, count: 1500)
+        let length = try #require(buffer.withUnsafeMutableBytes { recorder.writeFeedback(into: $0, at: 0, senderSSRC: 9, mediaSSRC: 8) })
+        #expect(length % 4 == 0 && buffer[0] == 0x8F && buffer[1] == 205)
+        var results: [TransportSendHistory.Result] = []
+        // The parser hands the body over without the 4-byte header.
+        let ok = Array(buffer[4..<length]).withUnsafeBytes { body in history.readFeedback(body: body) { results.append($0) } }
+        #expect(ok)
+        #expect(results.map(\.sequence) == sent.map(\.sequence))
+        #expect(results[5].arrivalMicroseconds == nil && history.reportedLost == 1)
+        // Arrival differences, as the sender sees them, match the real ones to a tick.
+        let truth = Dictionary(uniqueKeysWithValues: arrivals.map { ($0.0, Int64($0.1 / 1000)) })
+        let base = try #require(results[0].arrivalMicroseconds)
+        for r in results where r.arrivalMicroseconds != nil {
+            let measured = r.arrivalMicroseconds! - base
+            let real = truth[r.sequence]! - truth[results[0].sequence]!
+            #expect(abs(measured - real) <= 250, "packet \(r.sequence): \(measured) µs, really \(real)")
+        }
+        #expect(results.map(\.bytes) == (0..<20).map { 100 + $0 })
+        // Nothing new: no feedback; the same feedback again: no result twice.
+        #expect(buffer.withUnsafeMutableBytes { recorder.writeFeedback(into: $0, at: 0, senderSSRC: 9, mediaSSRC: 8) } == nil)
+        var again = 0
+        _ = Array(buffer[4..<length]).withUnsafeBytes { body in history.readFeedback(body: body) { _ in again += 1 } }
+        #expect(again == 0)
+    }
+
+    /// Long runs and a large gap: a run-length chunk, a two-bit vector for a large delta, and
+    /// the reference time carried across two feedbacks (its 24 bits unwrapped by the history).
+    @Test func runsLargeDeltasAndConsecutiveFeedbacks() throws {
+        let history = TransportSendHistory()
+        let recorder = TransportFeedbackRecorder()
+        var clock: UInt64 = 1_000_000_000
+        var expected: [UInt16: UInt64] = [:]
+        for round in 0..<3 {
+            for i in 0..<60 {
+                let sequence = history.stamp(bytes: 80, sentNanoseconds: clock)
+                // A run of 30 lost in the second round; one 2 s gap.
+                if !(round == 1 && i >= 10 && i < 40) {
+                    let arrival = clock + 20_000_000 + (i == 50 ? 2_000_000_000 : 0)
+                    recorder.record(sequence: sequence, arrivalNanoseconds: arrival)
+                    expected[sequence] = arrival
+                }
+                clock += 20_000_000
+            }
+            var buffer = [UInt8](repeating: 0, count: 1500)
+            let length = try #require(buffer.withUnsafeMutableBytes { recorder.writeFeedback(into: $0, at: 0, senderSSRC: 1, mediaSSRC: 2) })
+            var got = 0
+            var lost = 0
+            var first: (UInt16, Int64)?
+            _ = Array(buffer[4..<length]).withUnsafeBytes { body in
+                history.readFeedback(body: body) { r in
+                    got += 1
+                    guard let arrival = r.arrivalMicroseconds else { lost += 1; return }
+                    if let (s0, a0) = first {
+                        let real = Int64(expected[r.sequence]! / 1000) - Int64(expected[s0]! / 1000)
+                        #expect(abs((arrival - a0) - real) <= 250)
+                    } else {
+                        first = (r.sequence, arrival)
+                    }
+                }
+            }
+            #expect(got == 60 && lost == (round == 1 ? 30 : 0))
+        }
+    }
+
+    /// Malformed bodies visit nothing: a status count beyond the chunks, deltas missing, a
+    /// reserved status, a body cut at every length.
+    @Test func malformedFeedbackIsRefusedWhole() {
+        var visited = 0
+        // count 5, one run chunk of 5 "small delta" (0x2005), but no deltas.
+        let noDeltas: [UInt8] = [0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 5, 0, 0, 0, 0, 0x20, 0x05]
+        #expect(noDeltas.withUnsafeBytes { TransportFeedback.read(body: $0) { _, _ in visited += 1 } } == nil)
+        let reserved: [UInt8] = [0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 0, 0x60, 0x01, 0, 0]
+        #expect(reserved.withUnsafeBytes { TransportFeedback.read(body: $0) { _, _ in visited += 1 } } == nil)
+        let good: [UInt8] = [0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 2, 0, 0, 0, 0, 0x20, 0x02, 4, 8]
+        #expect(good.withUnsafeBytes { TransportFeedback.read(body: $0) { _, _ in } } != nil)
+        for cut in 0..<good.count {
+            #expect(Array(good[0..<cut]).withUnsafeBytes { TransportFeedback.read(body: $0) { _, _ in visited += 1 } } == nil)
+        }
+        #expect(visited == 0)
+    }
+}
