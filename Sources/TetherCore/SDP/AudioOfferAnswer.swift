@@ -69,6 +69,13 @@ public struct LocalAudioParameters: Sendable, Equatable {
     /// Whether our descriptions ask the peer for RTCP XR Loss RLE blocks (`a=rtcp-xr:pkt-loss-rle`,
     /// RFC 3611 §5): which of our packets it lost, one by one, so that our sender sees bursts.
     public var requestsLossRunLengthReports: Bool = true
+    /// The one-byte header extension ID our offers map the transport-wide sequence number to,
+    /// with `a=rtcp-fb:<opus> transport-cc` (``TransportWideCongestionControl``); answers take the
+    /// offer's. nil: transport-wide congestion control is neither offered nor accepted.
+    public var transportWideCCExtensionID: UInt8? = TransportWideCongestionControl.defaultExtensionID
+    /// Whether our descriptions take reduced-size RTCP (`a=rtcp-rsize`, RFC 5506): feedback may
+    /// then travel alone, not in a compound with a report (a third of the bytes).
+    public var reducedSizeRTCP: Bool = true
 
     /// Creates local parameters with Tether's defaults: Opus on PT 111 with
     /// `minptime=10;useinbandfec=1`, 20 ms ptime, full ICE, sendrecv.
@@ -197,6 +204,13 @@ public struct NegotiatedAudio: Sendable, Equatable {
     /// else session level): our reports carry one about its stream (RFC 3611 §5.2: the side
     /// whose description lists a block receives it).
     public var peerRequestsLossRunLengthReports = false
+    /// The header extension ID of the transport-wide sequence number when transport-cc was
+    /// negotiated (both sides stamp their packets and report the other's arrivals); nil when not.
+    public var transportWideCCExtensionID: UInt8?
+    /// The peer's cap on what it receives from us (`b=AS`/`b=TIAS`), bits per second with headers.
+    public var remoteBandwidthLimitBitsPerSecond: Int?
+    /// Both sides take reduced-size RTCP (`a=rtcp-rsize`).
+    public var reducedSizeRTCP = false
 
     /// Creates a negotiation result.
     public init(
@@ -239,7 +253,8 @@ public enum AudioOfferAnswer {
             telephoneEvents: local.telephoneEvents,
             redundantAudio: local.redundantAudioPayloadType.map { RedundantAudioFormat(payloadType: $0, blockPayloadType: local.opusPayloadType) },
             redundantAudioFirst: local.prefersRedundantAudio, crypto: local.crypto, fingerprints: local.dtls.map { [$0.fingerprint] } ?? [],
-            setup: local.dtls == nil ? nil : .actpass, direction: local.direction, mid: local.mid)
+            setup: local.dtls == nil ? nil : .actpass, direction: local.direction, mid: local.mid,
+            transportWideCCExtensionID: local.transportWideCCExtensionID, reducedSizeRTCP: local.reducedSizeRTCP)
         var offer = session(local: local, section: section)
         if local.dtls != nil, let mid = local.mid { offer.attributes.append(SDPAttribute(name: "group", value: "BUNDLE \(mid)")) }
         return offer
@@ -300,11 +315,15 @@ public enum AudioOfferAnswer {
         let telephoneEvent = local.telephoneEvents.isEmpty ? nil : TelephoneEventFormat.preferred(in: remote)
         // RED on the offer's payload type, in the offer's place before or after Opus.
         let redundantAudio = local.redundantAudioPayloadType == nil ? nil : RedundantAudioFormat.find(in: remote, opusPayloadType: payloadType)
+        // Transport-wide congestion control on the offer's extension ID.
+        let transportWideCC = local.transportWideCCExtensionID == nil
+            ? nil : TransportWideCongestionControl.extensionID(in: remote, payloadType: payloadType)
         let section = audioSection(
             local: local, profile: remote.transportProtocol, payloadType: payloadType,
             telephoneEvents: telephoneEvent.map { [$0] } ?? [], redundantAudio: redundantAudio,
             redundantAudioFirst: redundantAudio.map { RedundantAudioFormat.isPreferred(in: remote, format: $0) } ?? false, crypto: answerCrypto, fingerprints: localSetup == nil ? [] : local.dtls.map { [$0.fingerprint] } ?? [],
-            setup: localSetup, direction: ourDirection, mid: remote.mid)
+            setup: localSetup, direction: ourDirection, mid: remote.mid, transportWideCCExtensionID: transportWideCC,
+            reducedSizeRTCP: local.reducedSizeRTCP && remote.hasAttribute("rtcp-rsize"))
         var answer = session(local: local, section: section)
         // A BUNDLE group holding the audio section is answered with that section alone (the
         // others are rejected below).
@@ -333,6 +352,9 @@ public enum AudioOfferAnswer {
             telephoneEvent: telephoneEvent, redundantAudio: redundantAudio)
         var result = negotiated
         result.peerRequestsLossRunLengthReports = requestsLossRunLength(remote, in: offer)
+        result.transportWideCCExtensionID = transportWideCC
+        result.reducedSizeRTCP = local.reducedSizeRTCP && remote.hasAttribute("rtcp-rsize")
+        result.remoteBandwidthLimitBitsPerSecond = remote.receiveBandwidthLimitBitsPerSecond ?? offer.receiveBandwidthLimitBitsPerSecond
         return (answer, result)
     }
 
@@ -434,6 +456,13 @@ public enum AudioOfferAnswer {
             receivableTelephoneEvents: TelephoneEventFormat.answered(in: remote, offered: ours),
             redundantAudio: answeredRedundantAudio(in: remote, offered: ours, opusPayloadType: payloadType))
         negotiated.peerRequestsLossRunLengthReports = requestsLossRunLength(remote, in: answer)
+        // Transport-wide congestion control when we offered it and the answer took it (on the
+        // answer's ID, which is ours for an answerer that follows RFC 8285).
+        if TransportWideCongestionControl.extensionID(in: ours, payloadType: payloadType) != nil {
+            negotiated.transportWideCCExtensionID = TransportWideCongestionControl.extensionID(in: remote, payloadType: payloadType)
+        }
+        negotiated.remoteBandwidthLimitBitsPerSecond = remote.receiveBandwidthLimitBitsPerSecond ?? answer.receiveBandwidthLimitBitsPerSecond
+        negotiated.reducedSizeRTCP = ours.hasAttribute("rtcp-rsize") && remote.hasAttribute("rtcp-rsize")
         return negotiated
     }
 
@@ -500,7 +529,8 @@ public enum AudioOfferAnswer {
 
     private static func audioSection(
         local: LocalAudioParameters, profile: SDPMediaProtocol, payloadType: UInt8, telephoneEvents: [TelephoneEventFormat],
-        redundantAudio: RedundantAudioFormat?, redundantAudioFirst: Bool, crypto: [CryptoAttribute], fingerprints: [DTLSFingerprint], setup: DTLSSetup?, direction: MediaDirection, mid: String?
+        redundantAudio: RedundantAudioFormat?, redundantAudioFirst: Bool, crypto: [CryptoAttribute], fingerprints: [DTLSFingerprint], setup: DTLSSetup?, direction: MediaDirection, mid: String?,
+        transportWideCCExtensionID: UInt8?, reducedSizeRTCP: Bool
     ) -> MediaDescription {
         let (connection, port) = defaultDestination(local)
         let fmtp = local.opusParameters.formatParameters
@@ -518,7 +548,9 @@ public enum AudioOfferAnswer {
             rtcpMux: true, iceUfrag: local.iceUfrag, icePwd: local.icePwd, iceOptions: local.iceOptions,
             candidates: local.candidates, endOfCandidates: local.endOfCandidates,
             crypto: crypto, direction: direction, mid: mid, fingerprints: fingerprints, setup: setup,
-            attributes: local.requestsLossRunLengthReports ? [SDPAttribute(name: "rtcp-xr", value: "pkt-loss-rle")] : [])
+            attributes: (local.requestsLossRunLengthReports ? [SDPAttribute(name: "rtcp-xr", value: "pkt-loss-rle")] : [])
+                + (transportWideCCExtensionID.map { TransportWideCongestionControl.attributes(id: $0, payloadType: payloadType) } ?? [])
+                + (reducedSizeRTCP ? [SDPAttribute(name: "rtcp-rsize", value: nil)] : []))
     }
 
     private static func session(local: LocalAudioParameters, section: MediaDescription) -> SessionDescription {

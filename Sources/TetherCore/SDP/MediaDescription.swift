@@ -133,6 +133,11 @@ public struct MediaDescription: Sendable, Equatable {
         attributes.filter { $0.name == name }.map(\.value)
     }
 
+    /// Whether an unknown attribute called `name` is present (e.g. `rtcp-rsize`).
+    public func hasAttribute(_ name: String) -> Bool {
+        attributes.contains { $0.name == name }
+    }
+
     // MARK: Parsing
 
     init(parsingMediaLine value: Substring) throws(SDPFieldError) {
