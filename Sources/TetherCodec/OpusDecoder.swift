@@ -31,22 +31,26 @@ public final class OpusDecoder: @unchecked Sendable {
         return Int(n)
     }
 
-    /// Decodes `packet` as one whole frame of `pcm.count` samples: a packet of fewer samples (a
-    /// peer sending 10 ms packets into a 20 ms stream) is followed by concealment for the rest, so
-    /// no sample of `pcm` is left over from an earlier frame.
-    /// - Returns: the samples the packet itself held.
-    public func decodeFrame(_ packet: UnsafeRawBufferPointer, into pcm: UnsafeMutableBufferPointer<Int16>) throws(OpusCodecError) -> Int {
+    /// Decodes `packet` into whole frames of `frameSamples`: a packet of 40 or 60 ms fills two or
+    /// three, and one that ends inside a frame (a peer sending 10 ms packets into a 20 ms stream)
+    /// is followed by concealment to the frame's end, so no sample up to the returned count is
+    /// left over from an earlier packet.
+    /// - Returns: the samples written, a multiple of `frameSamples` (at most `pcm.count`).
+    public func decodeFrame(
+        _ packet: UnsafeRawBufferPointer, into pcm: UnsafeMutableBufferPointer<Int16>, frameSamples: Int
+    ) throws(OpusCodecError) -> Int {
         let decoded = try decode(packet, into: pcm)
+        let whole = min(pcm.count, max(frameSamples, (decoded + frameSamples - 1) / frameSamples * frameSamples))
         var filled = decoded
-        while filled < pcm.count {
-            let rest = UnsafeMutableBufferPointer(rebasing: pcm[filled...])
+        while filled < whole {
+            let rest = UnsafeMutableBufferPointer(rebasing: pcm[filled..<whole])
             guard let n = try? conceal(into: rest), n > 0 else {
                 rest.update(repeating: 0)
                 break
             }
             filled += n
         }
-        return decoded
+        return whole
     }
 
     /// Conceals a lost frame of `pcm.count` samples (packet-loss concealment; fades over long gaps).

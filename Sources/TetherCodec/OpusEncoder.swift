@@ -78,9 +78,16 @@ public final class OpusEncoder: @unchecked Sendable {
     /// - Note: Media loop only. Never allocates.
     @inline(__always)
     public func encode(_ pcm: UnsafePointer<Int16>, into packet: UnsafeMutableRawBufferPointer) throws(OpusCodecError) -> Int {
+        try encode(pcm, samples: configuration.samplesPerFrame, into: packet)
+    }
+
+    /// Encodes one packet of `samples` samples (48 kHz: 480, 960, 1920 or 2880 — 10 to 60 ms),
+    /// whatever the configuration's frame duration: a sender may lengthen its packets on a narrow
+    /// path (their headers cost less a second). Returns the packet's length in bytes.
+    public func encode(_ pcm: UnsafePointer<Int16>, samples: Int, into packet: UnsafeMutableRawBufferPointer) throws(OpusCodecError) -> Int {
         let n = opus_encode(
-            encoder, pcm, Int32(configuration.samplesPerFrame),
-            packet.baseAddress!.assumingMemoryBound(to: UInt8.self), Int32(packet.count))
+            encoder, pcm, Int32(clamping: samples),
+            packet.baseAddress!.assumingMemoryBound(to: UInt8.self), Int32(clamping: packet.count))
         if n < 0 { throw OpusCodecError(code: n, operation: "opus_encode") }
         return Int(n)
     }

@@ -136,9 +136,11 @@ struct OpusCodecTests {
             // What the frame held before: a marker no decoder produces in this signal.
             for i in frame.indices { frame[i] = 31_000 }
             let got = try packet.withUnsafeBytes { pk in
-                try frame.withUnsafeMutableBufferPointer { try decoder.decodeFrame(UnsafeRawBufferPointer(rebasing: pk[0..<length]), into: $0) }
+                try frame.withUnsafeMutableBufferPointer {
+                    try decoder.decodeFrame(UnsafeRawBufferPointer(rebasing: pk[0..<length]), into: $0, frameSamples: 960)
+                }
             }
-            #expect(got == 480)
+            #expect(got == 960)
             #expect(!frame[480...].contains(31_000), "frame \(f) kept samples of the last one")
         }
     }

@@ -56,10 +56,12 @@ public final class JitterBuffer {
         var occupied: Bool
         var sequence: Int64
         var timestamp: Int64
+        /// The packet's duration in clock samples (a frame, or more for longer packets).
+        var samples: Int64
         var payloadBytes: Int
         var arrivalNanoseconds: UInt64
 
-        static let empty = Slot(occupied: false, sequence: 0, timestamp: 0, payloadBytes: 0, arrivalNanoseconds: 0)
+        static let empty = Slot(occupied: false, sequence: 0, timestamp: 0, samples: 0, payloadBytes: 0, arrivalNanoseconds: 0)
     }
 
     /// Result of one pass over the slots, relative to the playout point.
@@ -120,6 +122,13 @@ public final class JitterBuffer {
     private var expectedSequence: Int64 = 0
     /// Pulls answered while the buffer was empty since the last stored packet, in frames.
     private var stalledFrames: Int64 = 0
+    /// The duration of the stream's packets as last played, in clock samples (a frame, or a
+    /// multiple for a sender that sends 40 or 60 ms packets): what a lost packet stands for.
+    private var packetSamples: Int64
+    /// Of a lost packet longer than a frame, the samples concealed so far.
+    private var concealedOfLostPacket: Int64 = 0
+    /// The duration the last ``PullResult/fecFromNext(payload:)`` stands for, in clock samples.
+    public private(set) var lastFECSamples: Int
     /// The last pull that found packets buffered (0: none yet).
     private var lastBufferedPullNanoseconds: UInt64 = 0
     /// An empty buffer for this long means the peer is silent: the playout delay has no figure
@@ -147,9 +156,10 @@ public final class JitterBuffer {
     private var totalWaitNanoseconds: UInt64 = 0
     private var counters = JitterBufferStatistics()
     /// Sequence numbers (extended) of the stream's packets that carried no audio (RFC 4733
-    /// events, which replace the audio frames they cover): their holes are gaps, not loss. A ring.
+    /// events, which replace the audio frames they cover; padding-only bandwidth probes, which
+    /// cover none): their holes are gaps, not loss. A ring.
     private let nonAudioSequences: UnsafeMutablePointer<Int64>
-    private static let nonAudioCapacity = 64
+    private static let nonAudioCapacity = 128
     private var nonAudioNext = 0
 
     private var candidateIndex: Int { slotCount }
@@ -174,6 +184,8 @@ public final class JitterBuffer {
         let targetMilliseconds = milliseconds(configuration.targetDelayMilliseconds)
         clockRateHertz = clock
         frameSamples = frame
+        packetSamples = frame
+        lastFECSamples = Int(frame)
         targetDelaySamples = max(targetMilliseconds * clock / 1000, frame)
         targetDelayNanoseconds = max(UInt64(targetMilliseconds) * 1_000_000, frameNanoseconds)
         driftMarginSamples = Int64(min(max(0, configuration.driftMarginFrames), 1_000_000)) * frame
@@ -247,7 +259,7 @@ public final class JitterBuffer {
         for index in 0..<slotCount where slots[index].occupied {
             count += 1
             earliest = min(earliest, slots[index].timestamp)
-            newestEnd = max(newestEnd, slots[index].timestamp + frameSamples)
+            newestEnd = max(newestEnd, slots[index].timestamp + slots[index].samples)
         }
         result.bufferedPackets = count
         if count > 0 {
@@ -267,21 +279,26 @@ public final class JitterBuffer {
     ///   - rtpTimestamp: RTP timestamp in 48 kHz clock samples (wraps at 2^32).
     ///   - payload: Opus payload, at most ``Configuration/maximumPayloadBytes`` bytes.
     ///   - arrivalNanoseconds: monotonic arrival instant in nanoseconds, same clock as `pull(now:)`.
+    ///   - durationSamples: the audio the packet holds, in clock samples (Opus: from its TOC
+    ///     byte); nil or out of range (under a frame, over six): one frame. A packet of several
+    ///     frames plays for all of them: the next pull is due that much later.
     /// - Returns: what happened to the packet; see ``InsertOutcome``.
     public func insert(
         sequenceNumber: UInt16,
         rtpTimestamp: UInt32,
         payload: UnsafeRawBufferPointer,
-        arrivalNanoseconds: UInt64
+        arrivalNanoseconds: UInt64,
+        durationSamples: Int? = nil
     ) -> InsertOutcome {
         counters.packetsInserted += 1
         if payload.count > payloadCapacityBytes {
             counters.tooLargePackets += 1
             return .tooLarge
         }
+        let samples = packetDuration(durationSamples)
         if !hasStream {
             beginStream(sequence: Int64(sequenceNumber), timestamp: Int64(rtpTimestamp), arrivalNanoseconds: arrivalNanoseconds)
-            write(slot: 0, sequence: Int64(sequenceNumber), timestamp: Int64(rtpTimestamp), payload: payload, arrivalNanoseconds: arrivalNanoseconds)
+            write(slot: 0, sequence: Int64(sequenceNumber), timestamp: Int64(rtpTimestamp), samples: samples, payload: payload, arrivalNanoseconds: arrivalNanoseconds)
             markSeen(Int64(sequenceNumber))
             return .stored
         }
@@ -301,7 +318,7 @@ public final class JitterBuffer {
             || sequenceDistance > Self.maximumSequenceJumpAhead || sequenceDistance < -Self.maximumSequenceJumpBehind
         {
             return insertFarPacket(
-                sequenceNumber: sequenceNumber, rtpTimestamp: rtpTimestamp,
+                sequenceNumber: sequenceNumber, rtpTimestamp: rtpTimestamp, samples: samples,
                 payload: payload, arrivalNanoseconds: arrivalNanoseconds
             )
         }
@@ -334,7 +351,7 @@ public final class JitterBuffer {
             slot = oldest
             outcome = .overflow
         }
-        write(slot: slot, sequence: sequence, timestamp: timestamp, payload: payload, arrivalNanoseconds: arrivalNanoseconds)
+        write(slot: slot, sequence: sequence, timestamp: timestamp, samples: samples, payload: payload, arrivalNanoseconds: arrivalNanoseconds)
         markSeen(sequence)
         return outcome
     }
@@ -369,7 +386,9 @@ public final class JitterBuffer {
         }
         let slot = freeSlot()
         guard slot >= 0 else { return false }
-        write(slot: slot, sequence: sequence, timestamp: timestamp, payload: payload, arrivalNanoseconds: arrivalNanoseconds, recordsTransit: false)
+        write(
+            slot: slot, sequence: sequence, timestamp: timestamp, samples: frameSamples, payload: payload, arrivalNanoseconds: arrivalNanoseconds,
+            recordsTransit: false)
         markSeen(sequence)
         counters.redundantRecoveries += 1
         return true
@@ -444,7 +463,9 @@ public final class JitterBuffer {
         if scan.atPlayout >= 0 {
             let played = slots[scan.atPlayout]
             slots[scan.atPlayout].occupied = false
-            playoutTimestamp = played.timestamp + frameSamples
+            playoutTimestamp = played.timestamp + played.samples
+            packetSamples = played.samples
+            concealedOfLostPacket = 0
             expectedSequence = max(expectedSequence, played.sequence + 1)
             counters.framesPlayed += 1
             totalWaitNanoseconds &+= now >= played.arrivalNanoseconds ? now - played.arrivalNanoseconds : 0
@@ -462,20 +483,31 @@ public final class JitterBuffer {
         }
         lastLossNanoseconds = max(now, 1)
         if scan.next >= 0 {
+            // The next packet's in-band FEC rebuilds the lost one, all of it (a packet of several
+            // frames carries FEC for as many).
             expectedSequence += 1
-            playoutTimestamp += frameSamples
+            playoutTimestamp += packetSamples
+            lastFECSamples = Int(packetSamples)
+            concealedOfLostPacket = 0
             counters.fecRecoveries += 1
             return .fecFromNext(
                 payload: UnsafeRawBufferPointer(start: payloadPointer(slot: scan.next), count: slots[scan.next].payloadBytes)
             )
         }
-        // More frames than missing packets before the next buffered one: the surplus is a DTX
-        // pause, placed first so the lost packets sit right before the next one (FEC reachable).
-        let framesUntilEarliest = (earliest.timestamp - playoutTimestamp) / frameSamples
-        if framesUntilEarliest > missingPackets {
+        // More time than the missing packets cover before the next buffered one: the surplus is
+        // a DTX pause, placed first so the lost packets sit right before the next one (FEC
+        // reachable).
+        let missingSamples = missingPackets * packetSamples - concealedOfLostPacket
+        if earliest.timestamp - playoutTimestamp > missingSamples {
             return advanceSilenceGap()
         }
-        expectedSequence += 1
+        // One frame of the lost packet concealed; the packet counts as passed once all its
+        // frames are.
+        concealedOfLostPacket += frameSamples
+        if concealedOfLostPacket >= packetSamples {
+            expectedSequence += 1
+            concealedOfLostPacket = 0
+        }
         playoutTimestamp += frameSamples
         counters.concealedFrames += 1
         return .conceal
@@ -490,6 +522,8 @@ public final class JitterBuffer {
         started = false
         hasCandidate = false
         stalledFrames = 0
+        packetSamples = frameSamples
+        concealedOfLostPacket = 0
         lastBufferedPullNanoseconds = 0
         excessPulls = 0
         lastLossNanoseconds = 0
@@ -517,6 +551,12 @@ public final class JitterBuffer {
 
     // MARK: - Insert helpers
 
+    /// A packet's duration in samples: what the caller says, when it is one to six frames.
+    private func packetDuration(_ samples: Int?) -> Int64 {
+        guard let samples, Int64(samples) >= frameSamples, Int64(samples) <= 6 * frameSamples else { return frameSamples }
+        return Int64(samples)
+    }
+
     private func beginStream(sequence: Int64, timestamp: Int64, arrivalNanoseconds: UInt64) {
         hasStream = true
         started = false
@@ -539,6 +579,7 @@ public final class JitterBuffer {
     private func insertFarPacket(
         sequenceNumber: UInt16,
         rtpTimestamp: UInt32,
+        samples: Int64,
         payload: UnsafeRawBufferPointer,
         arrivalNanoseconds: UInt64
     ) -> InsertOutcome {
@@ -548,7 +589,7 @@ public final class JitterBuffer {
               sequenceNumber == UInt16(truncatingIfNeeded: candidate.sequence) &+ 1,
               timestampStep >= 0, timestampStep <= reanchorThresholdSamples
         else {
-            write(slot: candidateIndex, sequence: Int64(sequenceNumber), timestamp: Int64(rtpTimestamp),
+            write(slot: candidateIndex, sequence: Int64(sequenceNumber), timestamp: Int64(rtpTimestamp), samples: samples,
                   payload: payload, arrivalNanoseconds: arrivalNanoseconds)
             slots[candidateIndex].occupied = false  // never seen by playout scans
             hasCandidate = true
@@ -558,10 +599,10 @@ public final class JitterBuffer {
         clearSlots()
         beginStream(sequence: candidate.sequence, timestamp: candidate.timestamp, arrivalNanoseconds: candidate.arrivalNanoseconds)
         payloadPointer(slot: 0).copyMemory(from: payloadPointer(slot: candidateIndex), byteCount: candidate.payloadBytes)
-        slots[0] = Slot(occupied: true, sequence: candidate.sequence, timestamp: candidate.timestamp,
+        slots[0] = Slot(occupied: true, sequence: candidate.sequence, timestamp: candidate.timestamp, samples: candidate.samples,
                         payloadBytes: candidate.payloadBytes, arrivalNanoseconds: candidate.arrivalNanoseconds)
         markSeen(candidate.sequence)
-        write(slot: 1, sequence: candidate.sequence + 1, timestamp: candidate.timestamp + timestampStep,
+        write(slot: 1, sequence: candidate.sequence + 1, timestamp: candidate.timestamp + timestampStep, samples: samples,
               payload: payload, arrivalNanoseconds: arrivalNanoseconds)
         markSeen(candidate.sequence + 1)
         counters.reanchors += 1
@@ -576,10 +617,13 @@ public final class JitterBuffer {
         if credit < stalledFrames {
             lastLateNanoseconds = max(now, 1)  // some held frames were this packet coming late
         }
-        // As in `pull`, pause frames come first and lost packets right before the new packet.
-        let pauseFrames = max(0, credit - missingPackets)
+        // As in `pull`, pause frames come first and lost packets right before the new packet
+        // (each lost packet as long as the stream's packets).
+        let missingFrames = (missingPackets * packetSamples + frameSamples - 1) / frameSamples
+        let pauseFrames = max(0, credit - missingFrames)
         playoutTimestamp += credit * frameSamples
-        expectedSequence += credit - pauseFrames
+        expectedSequence += min(missingPackets, ((credit - pauseFrames) * frameSamples + packetSamples - 1) / packetSamples)
+        concealedOfLostPacket = 0
         counters.concealedFrames -= Int(pauseFrames)
         counters.silenceGapFrames += Int(pauseFrames)
         stalledFrames = 0
@@ -590,13 +634,14 @@ public final class JitterBuffer {
         slots[slot].occupied = false
         if started && dropped.timestamp >= playoutTimestamp {
             // Follow a sender that ran ahead: the dropped packet's frame counts as consumed.
-            playoutTimestamp = dropped.timestamp + frameSamples
+            playoutTimestamp = dropped.timestamp + dropped.samples
             expectedSequence = max(expectedSequence, dropped.sequence + 1)
         }
     }
 
     private func write(
-        slot: Int, sequence: Int64, timestamp: Int64, payload: UnsafeRawBufferPointer, arrivalNanoseconds: UInt64, recordsTransit: Bool = true
+        slot: Int, sequence: Int64, timestamp: Int64, samples: Int64, payload: UnsafeRawBufferPointer, arrivalNanoseconds: UInt64,
+        recordsTransit: Bool = true
     ) {
         if recordsTransit && slot != candidateIndex {  // a re-anchor candidate is not (yet) part of the stream
             estimator.record(arrivalNanoseconds: arrivalNanoseconds, mediaNanoseconds: mediaNanoseconds(timestamp))
@@ -604,7 +649,7 @@ public final class JitterBuffer {
         if let source = payload.baseAddress, payload.count > 0 {
             payloadPointer(slot: slot).copyMemory(from: source, byteCount: payload.count)
         }
-        slots[slot] = Slot(occupied: true, sequence: sequence, timestamp: timestamp,
+        slots[slot] = Slot(occupied: true, sequence: sequence, timestamp: timestamp, samples: samples,
                            payloadBytes: payload.count, arrivalNanoseconds: arrivalNanoseconds)
     }
 
@@ -677,7 +722,7 @@ public final class JitterBuffer {
     private func dropFrame(at index: Int) {
         let dropped = slots[index]
         slots[index].occupied = false
-        playoutTimestamp = dropped.timestamp + frameSamples
+        playoutTimestamp = dropped.timestamp + dropped.samples
         expectedSequence = max(expectedSequence, dropped.sequence + 1)
         counters.driftDrops += 1
         excessPulls = 0
@@ -708,14 +753,19 @@ public final class JitterBuffer {
             if slot.sequence == expectedSequence {
                 scan.hasExpected = true
             }
-            if slot.sequence == expectedSequence + 1 && slot.timestamp == playoutTimestamp + frameSamples {
+            // The packet right after the expected one: the next sequence number, or the next but
+            // for packets of no audio between (padding probes), and the next frame's timestamp.
+            if slot.timestamp == playoutTimestamp + packetSamples && concealedOfLostPacket == 0 && slot.sequence > expectedSequence
+                && (slot.sequence == expectedSequence + 1
+                    || slot.sequence - expectedSequence - 1 == nonAudioPackets(from: expectedSequence + 1, upTo: slot.sequence))
+            {
                 scan.next = index
             }
             if slot.timestamp < earliestTimestamp {
                 scan.earliest = index
                 earliestTimestamp = slot.timestamp
             }
-            scan.newestEnd = max(scan.newestEnd, slot.timestamp + frameSamples)
+            scan.newestEnd = max(scan.newestEnd, slot.timestamp + slot.samples)
         }
         return scan
     }
