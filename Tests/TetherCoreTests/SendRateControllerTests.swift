@@ -1,0 +1,121 @@
+import Testing
+import TetherCore
+
+/// The send-side rate control against simulated bottlenecks (``BottleneckSimulation``): a
+/// token-bucket link with a 300 ms queue, as `tc tbf … latency 300ms` makes one.
+struct SendRateControllerTests {
+    /// The controller as a call with RED negotiated starts it: base 32 kb/s, up to 64.
+    func controller(transportFeedback: Bool = true, maximumFrameMilliseconds: Int = 60) -> SendRateController {
+        SendRateController(
+            lossAdaptation: LossAdaptation(
+                baseBitrateBitsPerSecond: 32_000, maximumBitrateBitsPerSecond: 64_000, peerAcceptsFEC: true, allowsRedundancy: true),
+            usesTransportFeedback: transportFeedback, maximumFrameMilliseconds: maximumFrameMilliseconds)
+    }
+
+    func summary(_ s: ArraySlice<BottleneckSimulation.Second>) -> String {
+        s.map { "\(Int($0.sendBitsPerSecond / 1000))k/\($0.frameMilliseconds)ms/q\(Int($0.queueMilliseconds))" }.joined(separator: " ")
+    }
+
+    /// The mean over every five seconds from `start` on (the AIMD's sawtooth is a few seconds long).
+    func windows(_ s: [BottleneckSimulation.Second], from start: Int) -> [Double] {
+        stride(from: start, to: s.count - 4, by: 1).map { i in s[i..<(i + 5)].map(\.sendBitsPerSecond).reduce(0, +) / 5 }
+    }
+
+    /// Narrow links: within five seconds (transport-cc) or ten (receiver reports only) the
+    /// stream, headers included, stays near 90 % of the link over every five seconds (93 % with
+    /// transport-cc; within the link with reports, a second apart; `tether-bench links` measures
+    /// the same on `tc tbf`), the queue stays short (no packet waits 150 ms, 250
+    /// ms with reports a second apart) and nothing is lost; the packets are as long as the link
+    /// needs (60 ms at 24 kb/s, 40 at 40); and the link is used (at least 70 % of it).
+    @Test(arguments: [(24_000.0, 60), (40_000.0, 40)])
+    func aNarrowLinkIsFilledNotFlooded(rate: Double, frame: Int) {
+        for transportFeedback in [true, false] {
+            var simulation = BottleneckSimulation(controller: controller(transportFeedback: transportFeedback), link: .init(rateBitsPerSecond: rate))
+            simulation.run(seconds: 40)
+            let start = transportFeedback ? 5 : 10
+            let settled = simulation.seconds[start...]
+            let label = "\(Int(rate / 1000)) kb/s, \(transportFeedback ? "transport-cc" : "reports"): \(summary(simulation.seconds[0...]))"
+            #expect(windows(simulation.seconds, from: start).allSatisfy { $0 <= (transportFeedback ? 0.93 : 1.0) * rate }, "\(label)")
+            #expect(settled.allSatisfy { $0.queueMilliseconds < (transportFeedback ? 150 : 250) }, "\(label)")
+            #expect(settled.map(\.lossFraction).reduce(0, +) / Double(settled.count) <= 0.02, "\(label)")
+            #expect(settled.last?.frameMilliseconds == frame, "\(label)")
+            #expect(settled.map(\.sendBitsPerSecond).reduce(0, +) / Double(settled.count) >= 0.7 * rate, "\(label)")
+        }
+    }
+
+    /// A link the full stream fits in (64 kb/s: 32 kb/s of Opus in 20 ms packets is 61 kb/s
+    /// with every header): the full stream, no standing queue, nothing lost — nothing on the
+    /// path says the link is near full, so the rate control has nothing to answer.
+    @Test func aLinkTheFullStreamFitsInCarriesIt() {
+        var simulation = BottleneckSimulation(controller: controller(), link: .init(rateBitsPerSecond: 64_000))
+        simulation.run(seconds: 30)
+        let settled = simulation.seconds[15...]
+        #expect(settled.allSatisfy { $0.frameMilliseconds == 20 && $0.opusBitsPerSecond == 32_000 && $0.lossFraction == 0 }, "\(summary(simulation.seconds[0...]))")
+    }
+
+    /// With transport-cc the narrow link is found within five seconds of the start.
+    @Test func theStartFindsANarrowLinkWithinFiveSeconds() {
+        var simulation = BottleneckSimulation(controller: controller(), link: .init(rateBitsPerSecond: 24_000))
+        simulation.run(seconds: 15)
+        #expect(windows(simulation.seconds, from: 5).allSatisfy { $0 <= 0.92 * 24_000 }, "\(summary(simulation.seconds[0...]))")
+        #expect(simulation.seconds[5...].allSatisfy { $0.queueMilliseconds < 150 }, "\(summary(simulation.seconds[0...]))")
+    }
+
+    /// A wide link: the full-rate stream at 20 ms, as without rate control.
+    @Test func aWideLinkCarriesTheFullStream() {
+        var simulation = BottleneckSimulation(controller: controller(), link: .init(rateBitsPerSecond: 1_000_000))
+        simulation.run(seconds: 20)
+        let last = try! #require(simulation.seconds.last)
+        #expect(last.frameMilliseconds == 20 && last.opusBitsPerSecond == 32_000 && last.queueMilliseconds < 5)
+    }
+
+    /// 1 Mb/s, then 40 kb/s for 20 s, then 1 Mb/s again: within five seconds of the drop the
+    /// stream fits again with the queue drained; within fifteen of the widening it is back to full.
+    @Test func aLinkThatNarrowsAndWidensAgainIsFollowed() {
+        var simulation = BottleneckSimulation(controller: controller(), link: .init(rateBitsPerSecond: 1_000_000))
+        simulation.run(seconds: 65) { second, link in
+            link.rateBitsPerSecond = (20..<40).contains(second) ? 40_000 : 1_000_000
+        }
+        #expect(windows(Array(simulation.seconds[25..<40]), from: 0).allSatisfy { $0 <= 0.92 * 40_000 }, "\(summary(simulation.seconds[18..<42]))")
+        #expect(simulation.seconds[25..<40].allSatisfy { $0.queueMilliseconds < 100 }, "\(summary(simulation.seconds[18..<42]))")
+        let wide = simulation.seconds[55...]
+        #expect(wide.allSatisfy { $0.frameMilliseconds == 20 && $0.opusBitsPerSecond == 32_000 }, "\(summary(simulation.seconds[38...]))")
+    }
+
+    /// Random loss on a wide path is the path's own: protection answers it (RED, as without rate
+    /// control) and the estimate does not fall for it.
+    @Test func randomLossIsNotTakenForCongestion() {
+        var simulation = BottleneckSimulation(controller: controller(), link: .init(rateBitsPerSecond: 1_000_000, randomLoss: 0.15))
+        simulation.run(seconds: 30)
+        let last = simulation.seconds[20...]
+        #expect(last.allSatisfy { $0.redundantFrames >= 2 }, "\(last.map(\.redundantFrames))")
+        #expect(!simulation.controller.estimator.lossIsCongestion)
+        #expect(simulation.controller.estimator.estimateBitsPerSecond >= 120_000)
+    }
+
+    /// 64 kb/s with 5 % random loss: the stream stays inside the link, and whatever protection
+    /// fits is what the loss gets.
+    @Test func randomLossOnANarrowLinkGetsWhatProtectionFits() {
+        var simulation = BottleneckSimulation(controller: controller(), link: .init(rateBitsPerSecond: 64_000, randomLoss: 0.05))
+        simulation.run(seconds: 40)
+        #expect(windows(simulation.seconds, from: 10).allSatisfy { $0 <= 0.95 * 64_000 }, "\(summary(simulation.seconds[0...]))")
+        #expect(simulation.seconds[10...].allSatisfy { $0.queueMilliseconds < 100 }, "\(summary(simulation.seconds[0...]))")
+        let decision = simulation.controller.decision
+        #expect(decision.settings.inBandFEC || decision.settings.redundantFrames > 0)
+    }
+
+    /// The allocation alone: headers count, RED only at 20 ms, durations by what Opus is left.
+    @Test func theBudgetIsSpentHeadersFirst() {
+        let c = controller()
+        #expect(c.headerBytes == 72)
+        #expect(c.sendBitsPerSecond(opus: 32_000, frameMilliseconds: 20, redundantFrames: 0) == 32_000 + 72 * 8 * 50)
+        #expect(c.sendBitsPerSecond(opus: 16_000, frameMilliseconds: 60, redundantFrames: 0) == 16_000 + Int((72.0 * 8 * 1000 / 60).rounded(.up)))
+        // The start: 85 % of 64 kb/s before any feedback, at 20 ms, no RED (it would not fit).
+        #expect(c.decision.settings.redundantFrames == 0 && c.decision.frameMilliseconds == 20)
+        #expect(c.decision.sendBitsPerSecond <= 54_400 && c.decision.settings.bitrateBitsPerSecond >= 20_000)
+        // A peer that takes 20 ms packets only.
+        var short = BottleneckSimulation(controller: controller(maximumFrameMilliseconds: 20), link: .init(rateBitsPerSecond: 40_000))
+        short.run(seconds: 20)
+        #expect(short.seconds.allSatisfy { $0.frameMilliseconds == 20 })
+    }
+}
