@@ -58,7 +58,10 @@ public struct CallConfiguration: Sendable {
         /// times with four frames back on long loss runs), most of the loss gone. Under lighter
         /// loss one frame back, instead of in-band FEC (twice the payload).
         case underHeavyLoss = "heavy-loss"
-        /// From the first packet, whatever the loss (as Chromium does when RED is its first codec).
+        /// Whatever the loss (as Chromium does when RED is its first codec), inside the rate
+        /// control's budget: from the first packet where the start budget has room for it, else
+        /// as soon as the estimate does (about two seconds into a call on a wide path); on a path
+        /// too narrow for it, not at all.
         case always
     }
 
@@ -102,6 +105,14 @@ public struct CallConfiguration: Sendable {
     /// loss (`redundancy`). Off, or with a peer that has no RED (baresip, most SIP
     /// phones), nothing is ever sent twice.
     public var redundantAudio: Bool = true
+    /// Whether what we send follows the path's bandwidth (`SendRateController`): the Opus
+    /// bitrate, the packet duration (20, 40 or 60 ms), FEC and RED decided together inside an
+    /// estimate of the bandwidth — from transport-wide congestion control feedback where the peer
+    /// negotiates it (offered with `a=extmap` and `a=rtcp-fb … transport-cc`, as Chromium does),
+    /// else from its receiver reports (round-trip time over its minimum, loss). Loss that comes
+    /// with a growing queue is answered by sending less, never with redundancy. Off: the loss
+    /// adaptation's settings whatever the path (the behaviour before rate control).
+    public var rateControl: Bool = true
 
     /// The DTLS certificate of this call; nil: the process's own (made once, as browsers do).
     /// A device that keeps its identity across restarts passes a stored one.

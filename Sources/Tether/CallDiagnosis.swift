@@ -22,6 +22,9 @@ public enum CallIssue: String, Codable, Sendable, CaseIterable {
     case echo
     /// Noise behind the speech. Not diagnosed yet (no noise level is measured); user-reported.
     case backgroundNoise = "background-noise"
+    /// The path could not carry speech: the bandwidth it gave was too small, or it was
+    /// congested (loss with a growing queue) for a good part of the call.
+    case pathTooNarrow = "path-too-narrow"
 }
 
 extension CallReport {
@@ -80,6 +83,14 @@ enum CallDiagnosis {
     /// converged canceller removes 30–50 dB (the echo device test).
     static let echoResidualDecibels = 10.0
 
+    /// The bandwidth (kb/s, headers included) under which speech does not fit well: 60 ms
+    /// packets (8 kb/s of headers) and 12 kb/s of Opus.
+    static let speechFloorKilobitsPerSecond = 20.0
+    /// Share of the rate control's samples (at least `narrowPathSamples`) under the floor, or
+    /// with congestion loss, from which the path counts as too narrow.
+    static let narrowPathShare = 0.2
+    static let narrowPathSamples = 10
+
     static func findings(_ r: CallReport, outboundDisruptions: Int) -> [CallReport.Finding] {
         var out: [CallReport.Finding] = []
         let q = r.quality
@@ -111,6 +122,17 @@ enum CallDiagnosis {
             out.append(.init(issue: .highLatency, evidence: "estimated mouth-to-ear \(m2e.p95) ms at the 95th percentile (median \(m2e.p50) ms)"))
         } else if q.mouthToEarMilliseconds == nil, let rtt = q.roundTripTimeMilliseconds, rtt.p95 >= highRoundTripMilliseconds {
             out.append(.init(issue: .highLatency, evidence: "round-trip time \(rtt.p95) ms at the 95th percentile"))
+        }
+        if let rate = r.rateControl, rate.samples >= narrowPathSamples {
+            var narrow: [String] = []
+            if Double(rate.secondsUnderSpeechFloor) >= narrowPathShare * Double(rate.samples) {
+                narrow.append(
+                    "the bandwidth estimate was under \(Int(speechFloorKilobitsPerSecond)) kb/s in \(rate.secondsUnderSpeechFloor) of \(rate.samples) seconds (median \(rate.estimatedBandwidthKilobitsPerSecondMedian ?? 0) kb/s)")
+            }
+            if Double(rate.congestionLossSeconds) >= narrowPathShare * Double(rate.samples) {
+                narrow.append("loss came with a growing queue (congestion) in \(rate.congestionLossSeconds) of \(rate.samples) seconds")
+            }
+            if !narrow.isEmpty { out.append(.init(issue: .pathTooNarrow, evidence: narrow.joined(separator: "; "))) }
         }
         if let erle = q.echoReturnLossEnhancementDecibels, erle.samples >= echoSamples, erle.p50 < echoResidualDecibels {
             out.append(

@@ -47,12 +47,16 @@ public struct CallReport: Codable, Sendable, Equatable {
     public var media: Media
     /// What the listener on this side got.
     public var quality: Quality
+    /// What the rate control saw of the path and did about it (one sample a second while
+    /// established); nil when rate control was off.
+    public var rateControl: RateControl? = nil
     /// The problems the report can see (`CallIssue` categories), each with its evidence.
     /// Thresholds: heard loss ≥ 3 %, concealed ≥ 5 % of frames, ≥ 2 s disrupted or ≥ 3 playback
     /// underruns: choppy; mouth-to-ear p95 ≥ 300 ms (or RTT p95 ≥ 600 ms without playout): high
     /// latency; the peer not receiving us, or a device failing: one-way; nothing received, or
-    /// never established: no audio; our canceller hearing echo and removing < 10 dB: echo.
-    /// Background noise is left to the user's feedback.
+    /// never established: no audio; our canceller hearing echo and removing < 10 dB: echo; the
+    /// bandwidth estimate under 20 kb/s, or loss that came with a queue, in ≥ 20 % of the samples
+    /// (at least 10): a path too narrow for speech. Background noise is left to the user's feedback.
     public var findings: [Finding]
     /// What the user said (`CallSession.submitFeedback`); nil until then.
     public var feedback: Feedback?
@@ -186,6 +190,30 @@ public struct CallReport: Codable, Sendable, Equatable {
         public var srtpAuthenticationFailures: Int
     }
 
+    /// What the rate control saw and did: its bandwidth estimate, how often the path's queue grew
+    /// and how often loss came with it, and the packet durations it chose.
+    public struct RateControl: Codable, Sendable, Equatable {
+        /// Whether transport-wide congestion control feedback drove it (else receiver reports).
+        public var transportFeedback: Bool
+        /// The bandwidth estimate, kb/s with every header: median, and the lowest tenth's bound
+        /// (10th percentile); nil before any sample.
+        public var estimatedBandwidthKilobitsPerSecondMedian: Double?
+        public var estimatedBandwidthKilobitsPerSecondLowTenth: Double?
+        /// Samples (seconds) in which the queue grew (the rate dropped), and in which the loss
+        /// came with a queue (congestion: answered by sending less).
+        public var overusingSeconds: Int
+        public var congestionLossSeconds: Int
+        /// Samples (seconds) with the estimate under what speech needs (20 kb/s with headers:
+        /// 60 ms packets and 12 kb/s of Opus).
+        public var secondsUnderSpeechFloor: Int
+        /// Samples (seconds) sent in packets of 20, 40 and 60 ms.
+        public var secondsAt20Milliseconds: Int
+        public var secondsAt40Milliseconds: Int
+        public var secondsAt60Milliseconds: Int
+        /// Samples taken.
+        public var samples: Int
+    }
+
     /// The median and 95th percentile of a figure's samples, to the millisecond.
     public struct Percentiles: Codable, Sendable, Equatable {
         public var p50: Double
@@ -245,6 +273,14 @@ struct CallReportRecorder: Sendable {
     private var scoreSum = 0.0
     private var scoreCount = 0
     private var scoreMin: Double?
+    /// The rate control's samples: its estimate (kb/s), overuse and congestion loss, durations.
+    private var bandwidth = MillisecondHistogram()
+    private var rateSamples = 0
+    private var overusingSeconds = 0
+    private var congestionLossSeconds = 0
+    private var secondsUnderSpeechFloor = 0
+    private var secondsAtDuration = (twenty: 0, forty: 0, sixty: 0)
+    private var transportFeedback = false
     private(set) var feedback: CallReport.Feedback?
     /// At most this many path and device entries are kept each (a flapping network or device
     /// must not grow the report without bound); the counts beyond are dropped.
@@ -299,6 +335,19 @@ struct CallReportRecorder: Sendable {
             scoreCount += 1
             scoreMin = min(scoreMin ?? mos, mos)
         }
+        if let estimate = s.estimatedBandwidthBitsPerSecond {
+            rateSamples += 1
+            bandwidth.add(Double(estimate) / 1000)
+            if s.pathUse == .overusing { overusingSeconds += 1 }
+            if s.lossIsCongestion { congestionLossSeconds += 1 }
+            if Double(estimate) / 1000 < CallDiagnosis.speechFloorKilobitsPerSecond { secondsUnderSpeechFloor += 1 }
+            switch s.sentPacketMilliseconds {
+            case ..<40: secondsAtDuration.twenty += 1
+            case 40..<60: secondsAtDuration.forty += 1
+            default: secondsAtDuration.sixty += 1
+            }
+            if s.transportFeedbackReceived > 0 { transportFeedback = true }
+        }
     }
 
     /// The report, from what was recorded and the statistics now (`s.durationSeconds` is now).
@@ -338,6 +387,14 @@ struct CallReportRecorder: Sendable {
                 codec: s.codec, payloadType: s.payloadType, packetTimeMilliseconds: s.packetTimeMilliseconds, srtpSuite: s.srtpSuite,
                 srtpKeying: s.srtpKeying, voiceProcessing: s.voiceProcessing),
             quality: quality, findings: [], feedback: feedback, log: log)
+        if rateSamples > 0 {
+            report.rateControl = CallReport.RateControl(
+                transportFeedback: transportFeedback, estimatedBandwidthKilobitsPerSecondMedian: bandwidth.percentile(0.5),
+                estimatedBandwidthKilobitsPerSecondLowTenth: bandwidth.percentile(0.1), overusingSeconds: overusingSeconds,
+                congestionLossSeconds: congestionLossSeconds, secondsUnderSpeechFloor: secondsUnderSpeechFloor,
+                secondsAt20Milliseconds: secondsAtDuration.twenty,
+                secondsAt40Milliseconds: secondsAtDuration.forty, secondsAt60Milliseconds: secondsAtDuration.sixty, samples: rateSamples)
+        }
         report.findings = CallDiagnosis.findings(report, outboundDisruptions: s.recovery.outboundDisruptions)
         return report
     }

@@ -974,7 +974,17 @@ public actor CallSession {
         statistics.dtmfDigitsReceived = c.dtmfDigitsReceived
         statistics.dtmfPacketsSent = c.dtmfPacketsSent
         statistics.dtmfPacketsReceived = c.dtmfPacketsReceived
+        statistics.paddingPacketsReceived = c.paddingPacketsReceived
         statistics.dtlsHandshakeDatagramsAfterSetUp = context.dtls?.handshakeDatagramsAfterConnected ?? 0
+        if context.media != nil {
+            statistics.estimatedBandwidthBitsPerSecond = c.estimatedBandwidthBitsPerSecond > 0 ? c.estimatedBandwidthBitsPerSecond : nil
+            statistics.sentPacketMilliseconds = c.packetMilliseconds
+            statistics.pathUse = c.congestionState == 1 ? .overusing : c.congestionState == 2 ? .underusing : .normal
+            statistics.queueingDelayMilliseconds = c.estimatedBandwidthBitsPerSecond > 0 ? c.queueDelayMilliseconds : nil
+            statistics.lossIsCongestion = c.congestionLoss
+            statistics.transportFeedbackReceived = c.transportFeedbackReceived
+            statistics.transportFeedbackSent = c.transportFeedbackSent
+        }
         return statistics
     }
 
@@ -1057,7 +1067,8 @@ public actor CallSession {
                 // raises it up to twice the base).
                 maxAverageBitrateBitsPerSecond: UInt32(min(510_000, opus.bitrateBitsPerSecond * 2)), minPtimeMilliseconds: 10,
                 useInbandFEC: opus.inBandFEC, useDTX: opus.discontinuousTransmission),
-            ptimeMilliseconds: UInt32(opus.frameDurationMilliseconds), iceUfrag: ufrag, icePwd: pwd,
+            // We take packets up to 120 ms (the jitter buffer plays packets of up to six frames).
+            ptimeMilliseconds: UInt32(opus.frameDurationMilliseconds), maxPtimeMilliseconds: 120, iceUfrag: ufrag, icePwd: pwd,
             candidates: parsed, endOfCandidates: true, crypto: crypto, dtls: dtls,
             telephoneEvents: configuration.dtmf ? TelephoneEventFormat.defaultOffer : [],
             redundantAudioPayloadType: configuration.redundantAudio ? RedundantAudioFormat.defaultPayloadType : nil,
@@ -1224,7 +1235,7 @@ public actor CallSession {
     /// Builds the media loop (SRTP both ways, Opus, jitter buffer) for `result` with these keys.
     private func installMedia(_ result: NegotiatedAudio, ourKey: SRTPKeyMaterial, theirKey: SRTPKeyMaterial) throws(TetherError) {
         guard let transport else { throw .invalidState("no ICE transport") }
-        let setup: MediaLoop.Setup
+        var setup: MediaLoop.Setup
         // Voice processing as configured (allocated here, used on the media thread only).
         let voice = VoiceProcessor(settings: configuration.effectiveVoiceProcessing)
         do {
@@ -1265,6 +1276,13 @@ public actor CallSession {
                 receivableTelephoneEvents: result.receivableTelephoneEvents, redundantAudio: result.redundantAudio,
                 sendsLossRunLength: result.peerRequestsLossRunLengthReports, voiceProcessor: voice,
                 notify: { sink.yield(.media($0)) })
+            setup.rateControl = configuration.rateControl
+            // Packets up to the peer's maxptime (60 ms when it says nothing: past that a lost
+            // packet costs too much).
+            setup.maximumPacketMilliseconds = min(60, max(20, result.remoteMaxPtimeMilliseconds.map { Int($0) } ?? 60))
+            setup.peerBandwidthLimitBitsPerSecond = result.remoteBandwidthLimitBitsPerSecond
+            setup.transportWideSequenceID = result.transportWideCCExtensionID
+            setup.reducedSizeRTCP = result.reducedSizeRTCP
         } catch let error as SRTPError {
             throw TetherError(code: .srtpSetupFailed, isTerminal: false, canRetry: false, message: "\(error)", cause: error)
         } catch {

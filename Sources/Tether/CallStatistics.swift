@@ -150,6 +150,10 @@ public struct CallStatistics: Sendable, Equatable {
     public var dtmfDigitsReceived: Int = 0
     public var dtmfPacketsSent: Int = 0
     public var dtmfPacketsReceived: Int = 0
+    /// RTP packets of padding alone the peer sent (Chromium probes the path's bandwidth with them
+    /// once transport-cc is negotiated; in `packetsReceived` too, reported in the transport-cc
+    /// feedback, never taken for audio or loss).
+    public var paddingPacketsReceived: Int = 0
     /// The negotiated direction from our side (`sendrecv`, `sendonly`, `recvonly`, `inactive`),
     /// and who holds the call (RFC 3264 §8.4): we (`localHold`), the peer (`remoteHold`).
     public var direction: String = "sendrecv"
@@ -173,6 +177,38 @@ public struct CallStatistics: Sendable, Equatable {
     public var playbackDevice: String
     /// Scheduling the playback device thread got.
     public var playbackThreadScheduling: String
+
+    // MARK: Rate control
+    /// The bandwidth the rate control reckons the path gives our stream, in bits per second with
+    /// every header (IP, UDP, RTP, SRTP): what it sends within. nil when rate control is off
+    /// (`CallConfiguration.rateControl`) or before media.
+    public var estimatedBandwidthBitsPerSecond: Int?
+    /// How long the packets we send are now, in milliseconds: 20, or 40 and 60 on a narrow path
+    /// (fewer headers a second).
+    public var sentPacketMilliseconds: Int = 20
+    /// The path's queue as the rate control sees it.
+    public var pathUse: PathUse = .normal
+    /// The queueing delay the rate control measures, in milliseconds: the one-way delay over its
+    /// minimum (with transport-cc), or the round-trip time over its minimum (receiver reports
+    /// only). nil when rate control is off.
+    public var queueingDelayMilliseconds: Double?
+    /// Whether the loss the peer reports now comes with a queue: congestion's, answered by sending
+    /// less (no redundancy is added for it).
+    public var lossIsCongestion: Bool = false
+    /// Transport-wide congestion control feedback packets received from the peer (about our
+    /// packets) and sent to it (about its packets); 0 when not negotiated.
+    public var transportFeedbackReceived: Int = 0
+    public var transportFeedbackSent: Int = 0
+
+    /// The path's use as the rate control judges it from the queueing delay.
+    public enum PathUse: String, Sendable, Equatable, Codable {
+        /// The queue is steady: the rate may grow.
+        case normal
+        /// The queue grows: the rate drops.
+        case overusing
+        /// The queue drains: the rate holds.
+        case underusing
+    }
 
     // MARK: Transport
     /// Selected local `address:port`, empty until ICE selects a pair.
@@ -306,6 +342,19 @@ struct MediaCounters: BitwiseCopyable {
     var dtmfPacketsSent = 0
     var dtmfPacketsReceived = 0
     var dtmfDigitsReceived = 0
+    /// RTP packets of padding alone (bandwidth probes), in `packetsReceived` too.
+    var paddingPacketsReceived = 0
     /// The voice processing's figures (when it runs).
     var voice = VoiceProcessingStatistics()
+    /// The rate control: the budget it sends within (0: rate control off), the packet duration,
+    /// the queueing delay it sees, whether the loss now is congestion's, and its state (0 normal,
+    /// 1 overusing, 2 underusing).
+    var estimatedBandwidthBitsPerSecond = 0
+    var packetMilliseconds = 20
+    var queueDelayMilliseconds = 0.0
+    var congestionLoss = false
+    var congestionState = 0
+    /// Transport-cc feedback packets received from the peer, and sent to it.
+    var transportFeedbackReceived = 0
+    var transportFeedbackSent = 0
 }

@@ -21,6 +21,12 @@ enum MediaLogEvent: UInt16 {
     /// Packets were dropped since the last record of their kind (at most one record a second
     /// for each kind). a: the kind (`DropKind`), b: how many since the last record, c: the total.
     case packetsDropped
+    /// The rate control changed the packet duration. a: milliseconds, b: the budget (b/s),
+    /// c: what the stream sends now (b/s, headers included).
+    case packetDurationChanged
+    /// The path's use as the rate control sees it changed. a: 0 normal, 1 overusing (the queue
+    /// grows: sending less), 2 underusing (it drains); b: the budget (b/s); c: the queueing delay (ms).
+    case congestionChanged
 
     enum DropKind: Int64 {
         case malformed = 1, srtpAuthentication, srtpReplay, receiveQueueFull
@@ -87,6 +93,15 @@ extension MediaLogEvent {
             logger.info(
                 "media: loss protection now \(red), in-band FEC \(record.b != 0 ? "on" : "off")",
                 metadata: ["red-frames": "\(record.a)", "fec": "\(record.b != 0)"])
+        case .packetDurationChanged:
+            logger.info(
+                "media: packets of \(record.a) ms now (budget \(record.b / 1000) kb/s, sending \(record.c / 1000) kb/s with headers)",
+                metadata: ["packet-ms": "\(record.a)", "budget": "\(record.b)", "send-rate": "\(record.c)"])
+        case .congestionChanged:
+            let state = record.a == 1 ? "overusing: the queue grows, sending less" : record.a == 2 ? "underusing: the queue drains" : "normal"
+            logger.info(
+                "media: path \(state) (budget \(record.b / 1000) kb/s, queue \(record.c) ms)",
+                metadata: ["state": "\(record.a)", "budget": "\(record.b)", "queue-ms": "\(record.c)"])
         case .packetsDropped:
             let kind = DropKind(rawValue: record.a)
             logger.warning(

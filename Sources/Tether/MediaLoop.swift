@@ -51,8 +51,23 @@ final class MediaLoop: @unchecked Sendable {
         var rtcpIntervalSeconds: Double
         /// Whether the negotiated direction lets us send RTP (RTCP flows either way).
         var sendsMedia: Bool = true
-        /// Adapts the encoder's expected loss, FEC and bitrate to the peer's reports.
+        /// Adapts the encoder's expected loss, FEC and bitrate to the peer's reports (random
+        /// loss; inside the rate control's budget).
         var lossAdaptation: LossAdaptation
+        /// Whether the send rate follows the path's bandwidth (`SendRateController`): false keeps
+        /// the loss adaptation's settings whatever the path (measurements, A/B comparisons).
+        var rateControl: Bool = true
+        /// The longest packet the peer takes (its `maxptime`), in milliseconds; the rate control
+        /// lengthens packets up to it on a narrow path.
+        var maximumPacketMilliseconds: Int = 60
+        /// The peer's `b=AS`/`b=TIAS` cap on what we send, bits per second with headers.
+        var peerBandwidthLimitBitsPerSecond: Int? = nil
+        /// The header extension ID of the transport-wide sequence number, when transport-cc was
+        /// negotiated: our packets carry it and the peer's feedback drives the rate; the peer's
+        /// packets' arrivals go back to it as feedback. nil: receiver reports drive the rate.
+        var transportWideSequenceID: UInt8? = nil
+        /// Both sides take reduced-size RTCP: feedback goes alone, not after a report.
+        var reducedSizeRTCP: Bool = false
         /// The negotiated RFC 4733 telephone-event format we send DTMF with, and the ones the peer
         /// may send with (all packed by `packFormats`).
         var telephoneEvent: TelephoneEventFormat? = nil
@@ -173,7 +188,27 @@ final class MediaLoop: @unchecked Sendable {
     private var peerReports: PeerReports
     private var announcedFirstMedia = false
     private var byeAnnounced = false
-    private var lossAdaptation: LossAdaptation
+    /// What we send inside the path's bandwidth: bitrate, packet duration, FEC and RED.
+    private var rateController: SendRateController
+    /// When each of our packets left, by transport-wide sequence number (transport-cc).
+    private let sendHistory = TransportSendHistory()
+    /// When each of the peer's packets arrived, for the feedback we send it (transport-cc).
+    private let feedbackRecorder: TransportFeedbackRecorder?
+    /// When our next transport-cc feedback is due (0: not yet scheduled).
+    private var nextFeedback: UInt64 = 0
+    /// Frames (of `frameSamples`) per packet now, and from the next packet on.
+    private var framesPerPacket = 1
+    private var nextFramesPerPacket = 1
+    /// The frames of the packet being gathered (up to three), how many are in, and the RTP
+    /// timestamp of its first.
+    private let packetPCM: UnsafeMutableBufferPointer<Int16>
+    private var framesGathered = 0
+    private var packetTimestamp: UInt32 = 0
+    /// Audio decoded ahead of playout (a packet of 40 or 60 ms decodes to two or three frames):
+    /// played a frame at a time before the jitter buffer is asked again.
+    private let decoded: UnsafeMutableBufferPointer<Int16>
+    private var decodedOffset = 0
+    private var decodedCount = 0
     /// Long concealment runs (loss, DTX pauses) fade into comfort noise.
     private var concealmentFade = ConcealmentFade()
     /// Set by `stop(sendBye:)` before the thread is told to stop; read by the thread as it exits.
@@ -201,23 +236,45 @@ final class MediaLoop: @unchecked Sendable {
         inbound = setup.inbound
         sendsMedia = Atomic(setup.sendsMedia)
         telephoneEventSetting = Atomic(Self.packFormats(send: setup.telephoneEvent, receivable: setup.receivableTelephoneEvents))
-        lossAdaptation = setup.lossAdaptation
-        stats.encoderExpectedLossPercent = setup.lossAdaptation.settings.expectedLossPercent
-        stats.encoderInBandFEC = setup.lossAdaptation.settings.inBandFEC
+        // Every packet's bytes besides the payload: a link-layer header, IPv4 and UDP, RTP, the
+        // transport-wide sequence extension, the SRTP tag.
+        let headerBytes = 14 + 28 + RTPHeader.fixedHeaderLength + (setup.transportWideSequenceID != nil ? TransportWideSequence.headerBytes : 0)
+            + setup.outbound.suite.rtpOverheadBytes
+        rateController = SendRateController(
+            lossAdaptation: setup.lossAdaptation, usesTransportFeedback: setup.transportWideSequenceID != nil, headerBytes: headerBytes,
+            maximumFrameMilliseconds: setup.rateControl ? setup.maximumPacketMilliseconds : 20,
+            peerCapBitsPerSecond: setup.peerBandwidthLimitBitsPerSecond, controlsRate: setup.rateControl)
+        feedbackRecorder = setup.transportWideSequenceID != nil ? TransportFeedbackRecorder() : nil
+        let start = rateController.decision
+        var encoderConfiguration = setup.encoder.configuration
+        encoderConfiguration.bitrateBitsPerSecond = start.settings.bitrateBitsPerSecond
+        encoderConfiguration.inBandFEC = start.settings.inBandFEC
+        encoderConfiguration.expectedLossPercent = start.settings.expectedLossPercent
+        try? setup.encoder.apply(encoderConfiguration)
+        stats.encoderExpectedLossPercent = start.settings.expectedLossPercent
+        stats.encoderInBandFEC = start.settings.inBandFEC
         stats.encoderBitrateBitsPerSecond = setup.encoder.configuration.bitrateBitsPerSecond
+        stats.estimatedBandwidthBitsPerSecond = setup.rateControl ? Int(rateController.estimator.estimateBitsPerSecond) : 0
+        stats.packetMilliseconds = start.frameMilliseconds
         counters.write(stats)  // readers see the encoder's settings before the first publish
         frameSamples = setup.encoder.configuration.samplesPerFrame
         frameNanoseconds = UInt64(setup.encoder.configuration.frameDurationMilliseconds) * 1_000_000
         pcm = .allocate(capacity: frameSamples)
         pcm.initialize(repeating: 0)
+        packetPCM = .allocate(capacity: 3 * frameSamples)
+        packetPCM.initialize(repeating: 0)
+        decoded = .allocate(capacity: 6 * frameSamples)
+        decoded.initialize(repeating: 0)
         silence = .allocate(capacity: frameSamples)
         silence.initialize(repeating: 0)
         packet = .allocate(byteCount: 1500 + SRTPContext.maximumRTPTrailerBytes, alignment: 16)
         precondition(LossAdaptation.maximumRedundantFrames < MediaLoop.historySlots, "the RED history holds the frame and the ones it carries")
         history = .allocate(byteCount: MediaLoop.historySlots * MediaLoop.maximumOpusPacketBytes, alignment: 16)
         redundantBlock = .allocate(capacity: LossAdaptation.maximumRedundantFrames)
-        redundancyInUse = setup.lossAdaptation.settings.redundancy ? setup.redundantAudio : nil
-        redundantFramesInUse = setup.lossAdaptation.settings.redundantFrames
+        redundancyInUse = start.settings.redundancy ? setup.redundantAudio : nil
+        redundantFramesInUse = start.settings.redundantFrames
+        framesPerPacket = max(1, start.frameMilliseconds / setup.encoder.configuration.frameDurationMilliseconds)
+        nextFramesPerPacket = framesPerPacket
         stats.encoderRedundantFrames = redundancyInUse != nil ? redundantFramesInUse : 0
         rtcpBuffer = .allocate(byteCount: 1500, alignment: 16)
         sentHistory = .allocate(capacity: Self.sentHistoryCapacity)
@@ -243,6 +300,8 @@ final class MediaLoop: @unchecked Sendable {
         if let slot { setup.worker.unregister(slot: slot) }
         if let box = pendingKeys.exchange(nil, ordering: .acquiring) { Unmanaged<SRTPContextPair>.fromOpaque(box).release() }
         pcm.deallocate()
+        packetPCM.deallocate()
+        decoded.deallocate()
         silence.deallocate()
         packet.deallocate()
         history.deallocate()
@@ -297,6 +356,7 @@ final class MediaLoop: @unchecked Sendable {
         }
         var deadline = min(nextRTCP, nextPublish, now + frameNanoseconds)
         if syntheticFrameAt != 0 { deadline = min(deadline, syntheticFrameAt) }
+        if feedbackRecorder != nil && nextFeedback != 0 { deadline = min(deadline, nextFeedback) }
         return deadline
     }
 
@@ -333,6 +393,13 @@ final class MediaLoop: @unchecked Sendable {
             if early { reportSoon.store(false, ordering: .relaxed) }
             sendRTCP(now: now, bye: false)
             nextRTCP = now + nanoseconds(seconds: setup.rtcpIntervalSeconds * randomUnit(1))
+        }
+        if let recorder = feedbackRecorder, recorder.unreportedPackets > 0 {
+            if nextFeedback == 0 { nextFeedback = now + 100_000_000 }
+            if now >= nextFeedback {
+                sendTransportFeedback(recorder, now: now)
+                nextFeedback = now + feedbackInterval()
+            }
         }
         if now >= nextPublish {
             updateBitrates(now: now)
@@ -453,16 +520,16 @@ final class MediaLoop: @unchecked Sendable {
         let header = RTPHeader(
             marker: event.marker, payloadType: telephoneEventPayloadType, sequenceNumber: sequenceNumber,
             timestamp: event.timestamp, ssrc: localSSRC)
-        _ = header.write(to: packet)
-        event.payload.write(to: UnsafeMutableRawBufferPointer(rebasing: packet[RTPHeader.fixedHeaderLength...]))
-        var length = RTPHeader.fixedHeaderLength + TelephoneEventPayload.length
+        let headerBytes = writeHeader(header, payloadBytes: TelephoneEventPayload.length, now: now)
+        event.payload.write(to: UnsafeMutableRawBufferPointer(rebasing: packet[headerBytes...]))
+        var length = headerBytes + TelephoneEventPayload.length
         do throws(SRTPError) {
             length = try outbound.protectRTP(packet, length: length)
         } catch {
             localSendFailures += 1
             return
         }
-        if transmit(length: length, payloadBytes: TelephoneEventPayload.length, now: now) { stats.dtmfPacketsSent += 1 }
+        if transmit(length: length, payloadBytes: TelephoneEventPayload.length, timestamp: rtpTimestamp, now: now) { stats.dtmfPacketsSent += 1 }
     }
 
     private func drainReceived() {
@@ -505,6 +572,7 @@ final class MediaLoop: @unchecked Sendable {
         lostBeforeSourceChange += Int(reception.cumulativeLost)
         reception = ReceptionStatistics()
         jitterBuffer.restartStream()
+        decodedCount = 0
         dtmfReceiver?.reset()
         alternateDTMFReceiver?.reset()
         remoteSSRC = ssrc
@@ -577,12 +645,19 @@ final class MediaLoop: @unchecked Sendable {
             remoteSSRC = header.ssrc
             log.post(RealtimeLogRecord(event: MediaLogEvent.firstMediaReceived.rawValue, nanoseconds: arrivalNanoseconds, a: Int64(header.ssrc)))
         }
+        // Transport-cc: every packet's arrival, for the feedback the peer's sender adapts to.
+        if let recorder = feedbackRecorder, let id = setup.transportWideSequenceID,
+            let transportSequence = TransportWideSequence.read(from: plain, header: header, id: id)
+        {
+            recorder.record(sequence: transportSequence, arrivalNanoseconds: arrivalNanoseconds)
+        }
         // Arrival in RTP units (48 kHz): nanoseconds × 48 / 1 000 000, mod 2^32.
         let arrivalUnits = UInt32(truncatingIfNeeded: arrivalNanoseconds / 1_000_000 &* 48 &+ (arrivalNanoseconds % 1_000_000) &* 48 / 1_000_000)
-        // An event update carries its event's start, not its sampling instant: no jitter sample.
+        // An event update carries its event's start, not its sampling instant, and a padding
+        // packet the last frame's: no jitter sample from either.
         let kind = reception.packetReceived(
             sequenceNumber: header.sequenceNumber, rtpTimestamp: header.timestamp, arrivalRTPUnits: arrivalUnits,
-            updatesJitter: !isEvent)
+            updatesJitter: !isEvent && header.payloadLength > 0)
         stats.lastMediaArrivalNanoseconds = arrivalNanoseconds
         if kind == .duplicate {
             stats.duplicatePackets += 1
@@ -591,6 +666,14 @@ final class MediaLoop: @unchecked Sendable {
         stats.packetsReceived += 1
         stats.bytesReceived += header.payloadLength
         let payload = UnsafeRawBufferPointer(rebasing: plain[header.payloadOffset..<(header.payloadOffset + header.payloadLength)])
+        if payload.isEmpty {
+            // Padding only (a sender probing the path's bandwidth: Chromium does, once
+            // transport-cc is negotiated): its arrival went to the feedback above, and its
+            // sequence number is no lost frame.
+            stats.paddingPacketsReceived += 1
+            jitterBuffer.noteNonAudioPacket(sequenceNumber: header.sequenceNumber)
+            return
+        }
         if isEvent {
             // DTMF: to the receiver; the jitter buffer only learns that this sequence number was
             // no audio, so the frames the event replaced play as a gap, not as loss.
@@ -614,7 +697,7 @@ final class MediaLoop: @unchecked Sendable {
         }
         let outcome = jitterBuffer.insert(
             sequenceNumber: header.sequenceNumber, rtpTimestamp: header.timestamp, payload: payload,
-            arrivalNanoseconds: arrivalNanoseconds)
+            arrivalNanoseconds: arrivalNanoseconds, durationSamples: OpusPacket.sampleCount(of: payload))
         if outcome == .late { stats.latePackets += 1 }
     }
 
@@ -638,9 +721,10 @@ final class MediaLoop: @unchecked Sendable {
         }
         stats.redundantAudioPacketsReceived += 1
         if !red.primary.range.isEmpty {
+            let primary = UnsafeRawBufferPointer(rebasing: payload[red.primary.range])
             let outcome = jitterBuffer.insert(
                 sequenceNumber: header.sequenceNumber, rtpTimestamp: header.timestamp,
-                payload: UnsafeRawBufferPointer(rebasing: payload[red.primary.range]), arrivalNanoseconds: arrivalNanoseconds)
+                payload: primary, arrivalNanoseconds: arrivalNanoseconds, durationSamples: OpusPacket.sampleCount(of: primary))
             if outcome == .late { stats.latePackets += 1 }
         }
         var deepest = 0
@@ -677,7 +761,8 @@ final class MediaLoop: @unchecked Sendable {
         }
         let compound: RTCPCompoundParser
         do throws(RTPParseError) {
-            compound = try RTCPCompoundParser(UnsafeRawBufferPointer(rebasing: buffer[0..<length]))
+            // Reduced-size RTCP (RFC 5506: feedback alone) is taken from any peer.
+            compound = try RTCPCompoundParser(UnsafeRawBufferPointer(rebasing: buffer[0..<length]), allowReducedSize: true)
         } catch {
             stats.malformedPackets += 1
             return
@@ -704,17 +789,69 @@ final class MediaLoop: @unchecked Sendable {
         }
         stats.lossRunReportsReceived = peerReports.lossRunReports
         if let mean = peerReports.meanLossRunPackets { stats.remoteMeanLossRunPackets = mean }
+        // Transport-cc feedback about our packets: each packet's arrival (or loss) to the rate
+        // control, then its decision.
+        if let body = reading.transportFeedback, setup.transportWideSequenceID != nil {
+            stats.transportFeedbackReceived += 1
+            sendHistory.readFeedback(body: body) { result in
+                rateController.packetReported(
+                    sentNanoseconds: result.sentNanoseconds, bytes: result.bytes, arrivalMicroseconds: result.arrivalMicroseconds)
+            }
+            if let decision = rateController.feedbackEnded(now: arrivalNanoseconds) { apply(decision, now: arrivalNanoseconds) }
+        }
         if let fractionLost = reading.fractionLost,
-            let settings = lossAdaptation.reportReceived(
+            let decision = rateController.reportReceived(
                 fractionLost: fractionLost, lossRuns: reading.lossRuns.map { ($0.lost, $0.lossRuns) },
-                now: MonotonicInstant(nanoseconds: arrivalNanoseconds))
+                roundTripSeconds: reading.roundTripSeconds, now: arrivalNanoseconds)
         {
-            applyEncoderSettings(settings)
+            apply(decision, now: arrivalNanoseconds)
+        }
+        noteRateState()
+    }
+
+    /// Takes a rate-control decision: the encoder's settings, RED, and the packet duration
+    /// (from the next packet on).
+    private func apply(_ decision: SendRateController.Decision, now: UInt64) {
+        let frames = max(1, decision.frameMilliseconds / Int(frameNanoseconds / 1_000_000))
+        if frames != nextFramesPerPacket {
+            nextFramesPerPacket = frames
+            stats.packetMilliseconds = decision.frameMilliseconds
+            log.post(
+                RealtimeLogRecord(
+                    event: MediaLogEvent.packetDurationChanged.rawValue, nanoseconds: now, a: Int64(decision.frameMilliseconds),
+                    b: Int64(decision.budgetBitsPerSecond), c: Int64(decision.sendBitsPerSecond)))
+        }
+        if decision.settings != lastAppliedSettings { applyEncoderSettings(decision.settings) }
+    }
+
+    /// The rate control's view into the statistics (and a log record when its state changes).
+    private func noteRateState() {
+        guard setup.rateControl else { return }
+        let estimator = rateController.estimator
+        stats.estimatedBandwidthBitsPerSecond = Int(estimator.estimateBitsPerSecond)
+        stats.queueDelayMilliseconds = estimator.queueMilliseconds
+        stats.congestionLoss = estimator.lossIsCongestion
+        let state: Int = switch estimator.usage {
+        case .normal: 0
+        case .overusing: 1
+        case .underusing: 2
+        }
+        if state != stats.congestionState {
+            stats.congestionState = state
+            log.post(
+                RealtimeLogRecord(
+                    event: MediaLogEvent.congestionChanged.rawValue, nanoseconds: MonotonicClock.nanoseconds(), a: Int64(state),
+                    b: Int64(rateController.budgetBitsPerSecond), c: Int64(estimator.queueMilliseconds)))
         }
     }
 
+    /// The encoder settings last applied (a decision that changes only the packet duration
+    /// leaves the encoder alone).
+    private var lastAppliedSettings: LossAdaptation.Settings?
+
     /// Reconfigures the encoder for the loss the peer reports (a few opus_encoder_ctl calls).
     private func applyEncoderSettings(_ settings: LossAdaptation.Settings) {
+        lastAppliedSettings = settings
         var c = setup.encoder.configuration
         c.expectedLossPercent = settings.expectedLossPercent
         c.inBandFEC = settings.inBandFEC
@@ -732,7 +869,7 @@ final class MediaLoop: @unchecked Sendable {
         let now = MonotonicClock.nanoseconds()
         log.post(
             RealtimeLogRecord(
-                event: MediaLogEvent.encoderAdapted.rawValue, nanoseconds: now, a: Int64(lossAdaptation.estimatedLossPercent),
+                event: MediaLogEvent.encoderAdapted.rawValue, nanoseconds: now, a: Int64(rateController.lossAdaptation.estimatedLossPercent),
                 b: Int64(settings.expectedLossPercent), c: Int64(settings.bitrateBitsPerSecond)))
         let framesNow = redundancyInUse != nil ? redundantFramesInUse : 0
         if framesNow != framesBefore || settings.inBandFEC != fecBefore {
@@ -804,9 +941,9 @@ final class MediaLoop: @unchecked Sendable {
         }
     }
 
-    /// Encodes, packetizes, protects and queues the frame in `pcm`.
+    /// Sends the frame in `pcm`: encoded, packetized, protected and queued — alone, or gathered
+    /// with the next ones into a longer packet when the rate control asks for one.
     private func sendFrame(now: UInt64) {
-        let header = RTPHeader.fixedHeaderLength
         // On hold (sendonly from the peer's side / inactive): keep the clock, send nothing.
         // Muted: the microphone's frame is replaced by silence, so packets (and the peer's
         // liveness view of us) keep flowing.
@@ -816,22 +953,66 @@ final class MediaLoop: @unchecked Sendable {
         // carries the marker, as after a DTX pause.
         let sending = sendsMedia.load(ordering: .relaxed)
         guard sending, setup.transport.hasPath else {
-            if !sending { dropDTMF() }  // on hold: digits are not kept for later
+            if !sending { dropDTMF() }
+            framesGathered = 0
             rtpTimestamp &+= UInt32(frameSamples)
             lastFrameWasDTX = true
             return
         }
-        // A DTMF event replaces this frame's audio; the audio clock runs on beneath it, and the
-        // audio that follows starts a talkspurt (marker), as after a DTX pause.
+        // A DTMF event replaces this frame's audio (and the frames gathered for a longer packet);
+        // the audio clock runs on beneath it, and the audio that follows starts a talkspurt
+        // (marker), as after a DTX pause.
         if let event = nextTelephoneEvent() {
+            framesGathered = 0
             sendTelephoneEvent(event, now: now)
             rtpTimestamp &+= UInt32(frameSamples)
             lastFrameWasDTX = true
             return
         }
+        // The packet's duration changes only between packets; RED packets are one frame long.
+        if framesGathered == 0 {
+            framesPerPacket = nextFramesPerPacket
+            packetTimestamp = rtpTimestamp
+        }
+        let frames = redundancyInUse == nil ? framesPerPacket : 1
+        guard frames > 1 else {
+            sendPacket(pcm.baseAddress!, frames: 1, timestamp: rtpTimestamp, now: now)
+            rtpTimestamp &+= UInt32(frameSamples)
+            return
+        }
+        (packetPCM.baseAddress! + framesGathered * frameSamples).update(from: pcm.baseAddress!, count: frameSamples)
+        framesGathered += 1
+        rtpTimestamp &+= UInt32(frameSamples)
+        guard framesGathered == frames else { return }
+        framesGathered = 0
+        sendPacket(packetPCM.baseAddress!, frames: frames, timestamp: packetTimestamp, now: now)
+    }
+
+    /// Bytes of RTP header our packets carry: 12, and 8 more with the transport-wide sequence.
+    private var headerLength: Int {
+        RTPHeader.fixedHeaderLength + (setup.transportWideSequenceID != nil ? TransportWideSequence.headerBytes : 0)
+    }
+
+    /// Writes `header` at the start of `packet`, with the transport-wide sequence extension when
+    /// negotiated (stamped in the send history with the packet's size on the wire above UDP:
+    /// `payloadBytes` after the header, and the SRTP tag). Returns the header's length.
+    private func writeHeader(_ header: RTPHeader, payloadBytes: Int, now: UInt64) -> Int {
+        _ = header.write(to: packet)
+        guard let id = setup.transportWideSequenceID else { return RTPHeader.fixedHeaderLength }
+        let length = headerLength
+        let sequence = sendHistory.stamp(bytes: length + payloadBytes + outbound.suite.rtpOverheadBytes, sentNanoseconds: now)
+        TransportWideSequence.setExtensionBit(in: packet)
+        TransportWideSequence.write(sequence, id: id, into: packet, at: RTPHeader.fixedHeaderLength)
+        return length
+    }
+
+    /// Encodes `frames` frames at `samples`, packetizes (with RED's earlier frames when it is on:
+    /// one-frame packets only), protects and queues the packet with RTP timestamp `timestamp`.
+    private func sendPacket(_ samples: UnsafePointer<Int16>, frames: Int, timestamp: UInt32, now: UInt64) {
+        let header = headerLength
         // With RED the frame is encoded into the history and the payload built around it;
         // otherwise straight into the packet.
-        let red = redundancyInUse
+        let red = frames == 1 ? redundancyInUse : nil
         let frameSlot = (newestHistorySlot + 1) % Self.historySlots
         let encodeInto: UnsafeMutableRawBufferPointer
         if red == nil {
@@ -842,15 +1023,13 @@ final class MediaLoop: @unchecked Sendable {
         }
         let opusBytes: Int
         do throws(OpusCodecError) {
-            opusBytes = try setup.encoder.encode(UnsafePointer(pcm.baseAddress!), into: encodeInto)
+            opusBytes = try setup.encoder.encode(samples, samples: frames * frameSamples, into: encodeInto)
         } catch {
-            rtpTimestamp &+= UInt32(frameSamples)
             return
         }
         // A 1–2 byte Opus packet is a DTX frame: nothing to send this period.
         if opusBytes <= 2 && setup.encoder.configuration.discontinuousTransmission {
             lastFrameWasDTX = true
-            rtpTimestamp &+= UInt32(frameSamples)
             return
         }
         var payloadType = setup.payloadType
@@ -861,8 +1040,8 @@ final class MediaLoop: @unchecked Sendable {
         }
         let h = RTPHeader(
             marker: lastFrameWasDTX, payloadType: payloadType, sequenceNumber: sequenceNumber,
-            timestamp: rtpTimestamp, ssrc: localSSRC)
-        _ = h.write(to: packet)
+            timestamp: timestamp, ssrc: localSSRC)
+        _ = writeHeader(h, payloadBytes: payloadBytes, now: now)
         lastFrameWasDTX = false
         var length = header + payloadBytes
         do throws(SRTPError) {
@@ -871,8 +1050,7 @@ final class MediaLoop: @unchecked Sendable {
             localSendFailures += 1
             return
         }
-        _ = transmit(length: length, payloadBytes: payloadBytes, now: now)
-        rtpTimestamp &+= UInt32(frameSamples)
+        _ = transmit(length: length, payloadBytes: payloadBytes, timestamp: timestamp, now: now)
     }
 
     /// Writes the RED payload for the frame in history slot `frameSlot` into `out`: the earlier frames as
@@ -923,7 +1101,7 @@ final class MediaLoop: @unchecked Sendable {
 
     /// Hands the protected RTP packet in `packet` to the transport and moves the sender state on
     /// (history, sequence number, the RTP time of `now` for sender reports). Returns whether it left.
-    private func transmit(length: Int, payloadBytes: Int, now: UInt64) -> Bool {
+    private func transmit(length: Int, payloadBytes: Int, timestamp: UInt32, now: UInt64) -> Bool {
         // Counted as sent when the kernel took it, or (through libnice) when libnice does; a
         // refusal is counted by the transport, and a send with no path (the pair withdrawn since
         // `hasPath`) is a lost packet, not a failure.
@@ -942,10 +1120,45 @@ final class MediaLoop: @unchecked Sendable {
         }
         sentHistory[sentHistoryCount % Self.sentHistoryCapacity] = (now, sequenceNumber)
         sentHistoryCount &+= 1
-        lastSentRTPTimestamp = rtpTimestamp
+        lastSentRTPTimestamp = timestamp
         lastSentAtNanoseconds = now
         sequenceNumber &+= 1
         return left
+    }
+
+    /// Sends transport-cc feedback about the peer's packets since the last: alone when the peer
+    /// takes reduced-size RTCP, else after a receiver report and our CNAME.
+    private func sendTransportFeedback(_ recorder: TransportFeedbackRecorder, now: UInt64) {
+        guard setup.transport.hasPath, let remoteSSRC else { return }
+        var length = 0
+        if !setup.reducedSizeRTCP {
+            do throws(RTCPWriteError) {
+                length = try rtcpWriter.write(
+                    into: rtcpBuffer, ssrc: localSSRC, senderInfo: nil,
+                    reportBlocks: UnsafeBufferPointer(rebasing: reportBlock[0..<0]), bye: .omitted)
+            } catch {
+                return
+            }
+        }
+        guard let written = recorder.writeFeedback(into: rtcpBuffer, at: length, senderSSRC: localSSRC, mediaSSRC: remoteSSRC) else { return }
+        length += written
+        do throws(SRTPError) {
+            let protected = try outbound.protectRTCP(rtcpBuffer, length: length)
+            if setup.transport.send(UnsafeRawBufferPointer(rebasing: rtcpBuffer[0..<protected]), kind: .rtcp) == .sent {
+                directRTCPPackets += 1
+            }
+            stats.transportFeedbackSent += 1
+        } catch {
+            localSendFailures += 1
+        }
+    }
+
+    /// How long until the next transport-cc feedback: as libwebrtc does, about 5 % of what the
+    /// peer sends us (a feedback is ~70 bytes on the wire), between 100 and 500 ms.
+    private func feedbackInterval() -> UInt64 {
+        let receiving = max(8_000.0, Double(stats.receiveBitrateBitsPerSecond) + 20_000)
+        let seconds = min(0.5, max(0.1, 560 / (0.05 * receiving)))
+        return UInt64(seconds * 1e9)
     }
 
     private func sendRTCP(now: UInt64, bye: Bool) {
@@ -1040,20 +1253,25 @@ final class MediaLoop: @unchecked Sendable {
     }
 
     private func renderNextFrame(now: UInt64) -> UnsafeMutableBufferPointer<Int16> {
+        // What a longer packet decoded to beyond its first frame goes first.
+        if decodedCount >= frameSamples { return takeDecoded() }
+        decodedCount = 0
         switch jitterBuffer.pull(now: now, atQuietMoment: lastFrameQuiet) {
         case .notStarted:
             return silence
         case .packet(_, let payload):
             do throws(OpusCodecError) {
-                _ = try setup.decoder.decodeFrame(payload, into: pcm)
+                let samples = try setup.decoder.decodeFrame(payload, into: decoded, frameSamples: frameSamples)
                 concealmentFade.decoded()
-                stats.framesDecoded += 1
+                stats.framesDecoded += samples / frameSamples
                 stats.lastDecodedNanoseconds = now
                 if !announcedFirstMedia {
                     announcedFirstMedia = true
                     setup.notify(.firstMediaDecoded)
                 }
-                return pcm
+                decodedOffset = 0
+                decodedCount = samples
+                return takeDecoded()
             } catch {
                 stats.malformedPackets += 1
                 return conceal()
@@ -1061,12 +1279,16 @@ final class MediaLoop: @unchecked Sendable {
         case .fecFromNext(let payload):
             // Rebuilt only when the next packet really holds LBRR for this frame (a peer whose
             // encoder has FEC off sends none; libopus would conceal, and so do we, counted so).
+            // The lost packet may have been longer than a frame: FEC rebuilds all of it.
             guard setup.usesFEC, OpusPacket.hasLBRR(payload) else { return conceal() }
+            let samples = min(decoded.count, max(frameSamples, jitterBuffer.lastFECSamples / frameSamples * frameSamples))
             do throws(OpusCodecError) {
-                _ = try setup.decoder.decodeFEC(from: payload, into: pcm)
+                _ = try setup.decoder.decodeFEC(from: payload, into: UnsafeMutableBufferPointer(rebasing: decoded[0..<samples]))
                 concealmentFade.decoded()
-                stats.framesRecoveredByFEC += 1
-                return pcm
+                stats.framesRecoveredByFEC += samples / frameSamples
+                decodedOffset = 0
+                decodedCount = samples
+                return takeDecoded()
             } catch {
                 return conceal()
             }
@@ -1077,6 +1299,14 @@ final class MediaLoop: @unchecked Sendable {
             stats.framesConcealed += 1
             return setup.concealsLoss ? synthesize() : silence
         }
+    }
+
+    /// The next frame of what was decoded ahead.
+    private func takeDecoded() -> UnsafeMutableBufferPointer<Int16> {
+        let frame = UnsafeMutableBufferPointer(rebasing: decoded[decodedOffset..<(decodedOffset + frameSamples)])
+        decodedOffset += frameSamples
+        decodedCount -= frameSamples
+        return frame
     }
 
     /// A lost or malformed frame: concealed (or silence when concealment is off).

@@ -55,6 +55,11 @@ struct Call: AsyncParsableCommand {
     @Option(help: "When each packet also carries the frames before it (RFC 2198 RED, with a peer that negotiated it): off, heavy-loss (from the first packet until the first reports show the path is not lossy, then two frames back from a sustained 10 %, or 5 % in runs, and one frame back instead of FEC under lighter loss) or always.")
     var redundancy: CallConfiguration.Redundancy = .underHeavyLoss
 
+    @Flag(
+        inversion: .prefixedNo,
+        help: "Follow the path's bandwidth: Opus bitrate, packet duration (20/40/60 ms), FEC and RED inside an estimate from transport-cc feedback or receiver reports.")
+    var rateControl = true
+
     @Option(help: "Seconds without media before the call is reported disrupted.")
     var disruptionThreshold: Double = 1.0
 
@@ -145,6 +150,7 @@ struct Call: AsyncParsableCommand {
         c.opus = OpusSettings(frameDurationMilliseconds: ptime)
         c.keying = keying
         c.redundancy = redundancy
+        c.rateControl = rateControl
         c.localAddresses = localAddresses
         c.statisticsIntervalSeconds = statisticsInterval
         if let stun { c.stunServer = try ServerSpec.parse(stun, credentials: false) }

@@ -11,6 +11,7 @@ enum StatisticsJSON {
             "voiceProcessing": s.voiceProcessing,
             "dtmfDigitsSent": s.dtmfDigitsSent, "dtmfDigitsReceived": s.dtmfDigitsReceived,
             "dtmfPacketsSent": s.dtmfPacketsSent, "dtmfPacketsReceived": s.dtmfPacketsReceived,
+            "paddingPacketsReceived": s.paddingPacketsReceived,
             "packetsSent": s.packetsSent, "bytesSent": s.bytesSent, "packetsReceived": s.packetsReceived,
             "bytesReceived": s.bytesReceived, "packetsLost": s.packetsLost, "fractionLost": s.fractionLost,
             "jitterMs": s.jitterMilliseconds, "remotePacketsLost": s.remotePacketsLost, "remoteFractionLost": s.remoteFractionLost,
@@ -62,6 +63,14 @@ enum StatisticsJSON {
         o["redundantAudioPacketsReceived"] = s.redundantAudioPacketsReceived
         o["sendBitrate"] = s.sendBitrateBitsPerSecond
         o["receiveBitrate"] = s.receiveBitrateBitsPerSecond
+        o["targetBitrate"] = s.targetBitrateBitsPerSecond
+        if let estimate = s.estimatedBandwidthBitsPerSecond { o["estimatedBandwidth"] = estimate }
+        o["sentPacketMs"] = s.sentPacketMilliseconds
+        o["pathUse"] = s.pathUse.rawValue
+        if let queue = s.queueingDelayMilliseconds { o["queueingDelayMs"] = queue }
+        o["lossIsCongestion"] = s.lossIsCongestion
+        o["transportFeedbackReceived"] = s.transportFeedbackReceived
+        o["transportFeedbackSent"] = s.transportFeedbackSent
         return o
     }
 }

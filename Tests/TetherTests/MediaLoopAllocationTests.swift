@@ -74,8 +74,7 @@ struct MediaLoopAllocationTests {
         receive: SRTPKeyMaterial, capture: SPSCRing<Int16>, playback: SPSCRing<Int16>, telephoneEvent: TelephoneEventFormat? = nil,
         voice: Bool = false, red: Bool = false
     ) throws -> MediaLoop {
-        MediaLoop(
-            MediaLoop.Setup(
+        var setup = MediaLoop.Setup(
                 encoder: try OpusEncoder(configuration: OpusConfiguration()), decoder: try OpusDecoder(),
                 outbound: try SRTPContext(direction: .outbound, key: send), inbound: try SRTPContext(direction: .inbound, key: receive),
                 transport: transport, receiveRing: ring, captureRing: capture, playbackRing: playback, worker: worker,
@@ -91,7 +90,15 @@ struct MediaLoopAllocationTests {
                 telephoneEvent: telephoneEvent, receivableTelephoneEvents: telephoneEvent.map { [$0] } ?? [],
                 redundantAudio: red ? RedundantAudioFormat(payloadType: 63, blockPayloadType: 111) : nil,
                 sendsLossRunLength: true, voiceProcessor: voice ? VoiceProcessor(settings: VoiceProcessingSettings()) : nil,
-                notify: { _ in }))
+                notify: { _ in })
+        // The rate control runs (its decisions change as reports and feedback come in): on
+        // transport-cc feedback, as with Chromium or another Tether, except in the DTMF case, which
+        // runs on receiver reports alone (baresip). The RED case holds the deepest RED at 20 ms
+        // whatever the path, so it runs without (its allocation and its frames are what it counts).
+        setup.rateControl = !red
+        setup.transportWideSequenceID = telephoneEvent == nil ? 3 : nil
+        setup.reducedSizeRTCP = telephoneEvent == nil
+        return MediaLoop(setup)
     }
 
     /// Allocations libsrtp makes per protect and per unprotect (Debian's NSS build allocates).
@@ -312,8 +319,14 @@ struct MediaLoopAllocationTests {
         // Each of B's reports carried an XR Loss RLE block about A's packets (A asks for it),
         // written by B and read by A here.
         let lossRunReports = loopA.counters.read().lossRunReportsReceived - rtcpBefore.a.lossRunReportsReceived
-        let reportsToA = loopA.counters.read().rtcpPacketsReceived - rtcpBefore.a.rtcpPacketsReceived
+        let feedbackToA = loopA.counters.read().transportFeedbackReceived - rtcpBefore.a.transportFeedbackReceived
+        let reportsToA = loopA.counters.read().rtcpPacketsReceived - rtcpBefore.a.rtcpPacketsReceived - feedbackToA
         #expect(reportsToA >= 4 && lossRunReports >= reportsToA - 1, "\(lossRunReports) Loss RLE blocks in \(reportsToA) reports")
+        // With transport-cc, B's feedback (reduced-size, alone) reached A, read into the rate
+        // control, every 100–500 ms.
+        if !dtmf {
+            #expect(feedbackToA >= 10 && after.transportFeedbackSent - rtcpBefore.b.transportFeedbackSent >= feedbackToA)
+        }
         #expect(total == libsrtp, "total \(total), libsrtp \(libsrtp) (\(perPacket.protect)+\(perPacket.unprotect) per packet, \(perReport.protect)+\(perReport.unprotect) per report; \(rtcpSent) reports sent, \(rtcpReceived) received)")
     }
 
