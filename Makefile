@@ -6,7 +6,7 @@ ASAN_SCRATCH ?= .build-asan
 FUZZ_SECONDS ?= 180
 TEST_FUZZ_SECONDS ?= 45
 
-.PHONY: setup build demo docs test test-unit test-tsan test-asan test-fuzz test-budgets fuzz bench bench-quick latency quality echo faults format clean test-devices
+.PHONY: setup build demo docs test test-unit test-tsan test-asan test-fuzz test-budgets fuzz bench bench-quick latency quality echo faults links format clean test-devices
 
 setup:
 	@./scripts/setup-debian.sh
@@ -100,6 +100,14 @@ faults: setup
 	$(SWIFT) build -c release --product tether
 	$(SWIFT) build -c release --product tether-bench
 	.build/release/tether-bench faults --tether .build/release/tether --json .build/faults/faults.json
+
+# Narrow links (needs root): tc tbf at 24, 40, 64, 128 kb/s and 1 Mb/s, a link that narrows and
+# widens again, 64 kb/s with random loss, 1 Mb/s shared with a TCP transfer; speech each way,
+# scored with PESQ-WB (espeak-ng, sox, pesq as for `make quality`; about 10 minutes).
+links: setup
+	$(SWIFT) build -c release --product tether
+	$(SWIFT) build -c release --product tether-bench
+	.build/release/tether-bench links --tether .build/release/tether --python "$$(scripts/setup-quality.sh)" --json .build/links/links.json
 
 format:
 	$(SWIFT) format --in-place --recursive Sources Tests Benchmarks Package.swift

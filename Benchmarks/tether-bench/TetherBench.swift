@@ -16,7 +16,7 @@ struct TetherBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "tether-bench",
         abstract: "Tether's performance: hot-path CPU and allocations against the C floor, mouth-to-ear latency through devices, speech quality under loss, recovery from real network faults.",
-        subcommands: [RunBench.self, HotPathBench.self, RingsBench.self, LatencyBench.self, QualityBench.self, CodecQualityBench.self, EchoBench.self, CallsStepBench.self, FaultsBench.self, SetUpBenchCommand.self],
+        subcommands: [RunBench.self, HotPathBench.self, RingsBench.self, LatencyBench.self, QualityBench.self, CodecQualityBench.self, EchoBench.self, CallsStepBench.self, FaultsBench.self, LinksBench.self, SetUpBenchCommand.self],
         defaultSubcommand: RunBench.self)
 
     /// The benches' calls log warnings and above on stderr (their figures go to stdout); then

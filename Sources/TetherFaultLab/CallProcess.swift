@@ -171,4 +171,9 @@ final class LabCallProcess: @unchecked Sendable {
         }
         return nil
     }
+
+    /// The `statistics` lines printed at or after `since`, in order.
+    func statistics(since: Double) -> [Line] {
+        recorded.filter { $0.type == "statistics" && $0.at >= since }
+    }
 }
