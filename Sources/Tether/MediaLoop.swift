@@ -394,11 +394,17 @@ final class MediaLoop: @unchecked Sendable {
             sendRTCP(now: now, bye: false)
             nextRTCP = now + nanoseconds(seconds: setup.rtcpIntervalSeconds * randomUnit(1))
         }
-        if let recorder = feedbackRecorder, recorder.unreportedPackets > 0 {
-            if nextFeedback == 0 { nextFeedback = now + 100_000_000 }
-            if now >= nextFeedback {
-                sendTransportFeedback(recorder, now: now)
-                nextFeedback = now + feedbackInterval()
+        if let recorder = feedbackRecorder {
+            if recorder.unreportedPackets == 0 {
+                // Nothing to tell (the peer paused, holds, or its path is down): no deadline, or
+                // one left in the past would have the worker spin until the next packet.
+                nextFeedback = 0
+            } else {
+                if nextFeedback == 0 { nextFeedback = now + 100_000_000 }
+                if now >= nextFeedback {
+                    sendTransportFeedback(recorder, now: now)
+                    nextFeedback = now + feedbackInterval()
+                }
             }
         }
         if now >= nextPublish {

@@ -328,6 +328,18 @@ struct MediaLoopAllocationTests {
             #expect(feedbackToA >= 10 && after.transportFeedbackSent - rtcpBefore.b.transportFeedbackSent >= feedbackToA)
         }
         #expect(total == libsrtp, "total \(total), libsrtp \(libsrtp) (\(perPacket.protect)+\(perPacket.unprotect) per packet, \(perReport.protect)+\(perReport.unprotect) per report; \(rtcpSent) reports sent, \(rtcpReceived) received)")
+
+        // A stops sending (hold, a dead path): B, with nothing left to report, never asks its
+        // worker to run at an instant already past. (A feedback deadline left behind once made
+        // the realtime thread spin for the whole pause, and the kernel's RT throttling then
+        // stalled the other threads for up to a second.)
+        var pastDeadlines = 0
+        for _ in 0..<100 {
+            let now = advanceManualClock(byNanoseconds: 20_000_000)
+            loopB.processOnce(now: now)
+            if loopB.nextDeadline(now: now) <= now { pastDeadlines += 1 }
+        }
+        #expect(pastDeadlines == 0)
     }
 
     /// The same through a media worker's passes, as the worker thread runs them: the wake-up
