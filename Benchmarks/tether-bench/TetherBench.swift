@@ -66,6 +66,8 @@ struct HotPathBench: ParsableCommand {
         var voiceTether, voiceFloor: Double
         /// A hostile peer's crafted XR loss reports: CPU per report read, µs.
         var craftedReports: [(name: String, bytes: Int, packets: Int, microseconds: Double)] = []
+        /// Transport-cc feedback, as written and crafted: CPU per feedback read, µs.
+        var feedbacks: [(name: String, bytes: Int, statuses: Int, microseconds: Double)] = []
 
         var dictionary: [String: Double] {
             [
@@ -77,6 +79,9 @@ struct HotPathBench: ParsableCommand {
                 "sendWithVoice.ratio": (sendTether + voiceTether) / (sendFloor + voiceFloor),
             ].merging(
                 craftedReports.enumerated().map { ("craftedLossReport\($0.offset).microsecondsPerReport", $0.element.microseconds) },
+                uniquingKeysWith: { a, _ in a }
+            ).merging(
+                feedbacks.enumerated().map { ("transportFeedback\($0.offset).microsecondsPerFeedback", $0.element.microseconds) },
                 uniquingKeysWith: { a, _ in a })
         }
     }
@@ -109,7 +114,8 @@ struct HotPathBench: ParsableCommand {
         return Figures(
             sendTether: send.min()!, sendFloor: sendC.min()!, receiveTether: receive.min()!, receiveFloor: receiveC.min()!,
             allocationsTether: allocations.tether, allocationsLibsrtp: allocations.libsrtp, voiceTether: voice.min()!, voiceFloor: voiceC.min()!,
-            craftedReports: HotPath.craftedLossReportMicroseconds(repetitions: repetitions))
+            craftedReports: HotPath.craftedLossReportMicroseconds(repetitions: repetitions),
+            feedbacks: HotPath.feedbackMicroseconds(repetitions: repetitions))
     }
 
     func run() throws {
@@ -133,6 +139,10 @@ struct HotPathBench: ParsableCommand {
         print("a peer's crafted XR loss reports (worst cases in one datagram), read as the media loop reads them:")
         for report in f.craftedReports {
             print(String(format: "  %@ %5d bytes, %8d packets claimed: %7.3f µs per report", report.name.padding(toLength: 22, withPad: " ", startingAt: 0), report.bytes, report.packets, report.microseconds))
+        }
+        print("transport-cc feedback, read as the media loop reads it (against the last 1,024 packets sent):")
+        for feedback in f.feedbacks {
+            print(String(format: "  %@ %5d bytes, %8d statuses:        %7.3f µs per feedback", feedback.name.padding(toLength: 22, withPad: " ", startingAt: 0), feedback.bytes, feedback.statuses, feedback.microseconds))
         }
         let perCallCPU = (sendTether + receiveTether) / 20_000
         print(String(format: "compute per call (one endpoint): %.2f %% of a core → about %.0f calls per core before I/O", perCallCPU * 100, 1 / perCallCPU))

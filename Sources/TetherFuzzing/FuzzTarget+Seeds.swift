@@ -188,7 +188,23 @@ extension FuzzTarget {
         }
         let us = RTCPFeedbackFuzzing.localSSRC
         let pattern = String(repeating: "1101110111110", count: 9)
+        // Transport-cc feedback as a receiver writes it (reduced-size, alone): each compound
+        // reports the five packets stamped before it, one lost, arrivals 20 ms apart and
+        // growing later (a queue); then one whose reference time leaps by 2^23 − 1 ticks each
+        // time, 300 times.
+        func feedback(_ round: Int, leap: Bool) -> [UInt8] {
+            let recorder = TransportFeedbackRecorder()
+            for k in 0..<5 where k != 2 {
+                let base: UInt64 = leap ? UInt64(round) * ((1 << 23) - 1) * 64_000_000 : 1_000_000_000 + UInt64(round) * 20_000_000
+                recorder.record(sequence: UInt16(truncatingIfNeeded: round * 5 + k), arrivalNanoseconds: base + UInt64(k * (4 + round)) * 1_000_000)
+            }
+            var buffer = [UInt8](repeating: 0, count: 1500)
+            let size = buffer.withUnsafeMutableBytes { recorder.writeFeedback(into: $0, at: 0, senderSSRC: 0x8765_4321, mediaSSRC: us) } ?? 0
+            return [0x00, UInt8(size >> 8), UInt8(size & 0xFF)] + buffer[0..<size]
+        }
         return [
+            ("rtcp-transport-cc", (0..<40).flatMap { feedback($0, leap: false) }),
+            ("rtcp-transport-cc-leaps", (0..<300).flatMap { feedback($0, leap: true) }),
             ("rtcp-rr-xr", single), ("rtcp-xr-flood", flood), ("rtcp-sr-round-trip", compound(true, about: us, bye: false, runs: nil)),
             ("rtcp-rr-other-source-bye", compound(false, about: 0x0BAD_0BAD, bye: true, runs: pattern)),
             ("rtcp-rr-xr-bit-vectors", compound(false, about: us, bye: false, runs: pattern) + compound(true, about: us, bye: false, runs: "0011")),

@@ -6,23 +6,41 @@ import TetherRTP
 /// each input is a sequence of compounds, and a seeded generator repeats a crafted XR report
 /// (many Loss RLE blocks about us, long runs) thousands of times, so totals run far.
 ///
-/// Invariants: the reading stays inside what the bytes can say, the loss adaptation's settings
-/// stay inside their bounds, the call's totals never go backwards, no trap.
+/// Transport-cc feedback in a compound goes through the send history (five packets are stamped
+/// before each compound) into the rate control, as the media loop does.
+///
+/// Invariants: the reading stays inside what the bytes can say, the rate control's decisions
+/// (bitrate, packet duration, RED, the estimate) stay inside their bounds, reported arrivals stay
+/// within the history's bound, the call's totals never go backwards, no trap.
 enum RTCPFeedbackFuzzing {
     static let localSSRC: UInt32 = 0x1234_5678
 
     static func run(_ input: UnsafeRawBufferPointer) {
         var reader = ByteReader(input)
         var reports = PeerReports(localSSRC: localSSRC)
-        var adaptation = LossAdaptation(
-            baseBitrateBitsPerSecond: 32_000, maximumBitrateBitsPerSecond: 64_000, peerAcceptsFEC: true, allowsRedundancy: true)
+        var controller = SendRateController(
+            lossAdaptation: LossAdaptation(
+                baseBitrateBitsPerSecond: 32_000, maximumBitrateBitsPerSecond: 64_000, peerAcceptsFEC: true, allowsRedundancy: true),
+            usesTransportFeedback: true)
+        let history = TransportSendHistory()
         var now: UInt64 = 1_000_000_000
         var compound = [UInt8](repeating: 0, count: 1500)
         var lastTotals = (reports: 0, lost: 0, runs: 0)
 
+        func check(_ decision: SendRateController.Decision) {
+            let settings = decision.settings
+            fuzzInvariant(
+                settings.bitrateBitsPerSecond >= 6_000 && settings.bitrateBitsPerSecond <= 510_000
+                    && (0...100).contains(settings.expectedLossPercent)
+                    && (0...LossAdaptation.maximumRedundantFrames).contains(settings.redundantFrames)
+                    && [20, 40, 60].contains(decision.frameMilliseconds) && decision.sendBitsPerSecond > 0,
+                "a decision out of bounds: \(decision)")
+        }
+
         func feed(_ bytes: UnsafeRawBufferPointer) {
-            guard let parsed = try? RTCPCompoundParser(bytes) else { return }
+            guard let parsed = try? RTCPCompoundParser(bytes, allowReducedSize: true) else { return }
             now &+= 20_000_000
+            for k in 0..<5 { _ = history.stamp(bytes: 120, sentNanoseconds: now &+ UInt64(k) * 4_000_000) }
             let reading = reports.read(parsed, arrivalNanoseconds: now, arrivalNTPMiddle32: UInt32(truncatingIfNeeded: now >> 16))
             if let runs = reading.lossRuns {
                 fuzzInvariant(runs.packets > 0 && runs.lost <= runs.packets && runs.lossRuns <= runs.lost, "a reading's runs: \(runs)")
@@ -31,16 +49,27 @@ enum RTCPFeedbackFuzzing {
                     "\(runs.packets) packets from \(bytes.count) bytes")
             }
             if let rtt = reading.roundTripSeconds { fuzzInvariant(rtt >= 0 && rtt < 65_536, "a round trip of \(rtt) s") }
-            if let fraction = reading.fractionLost,
-                let settings = adaptation.reportReceived(
-                    fractionLost: fraction, lossRuns: reading.lossRuns.map { ($0.lost, $0.lossRuns) }, now: MonotonicInstant(nanoseconds: now))
-            {
-                fuzzInvariant(
-                    settings.bitrateBitsPerSecond >= 6_000 && settings.bitrateBitsPerSecond <= 510_000
-                        && (0...100).contains(settings.expectedLossPercent)
-                        && (0...LossAdaptation.maximumRedundantFrames).contains(settings.redundantFrames),
-                    "settings out of bounds: \(settings)")
+            if let body = reading.transportFeedback {
+                history.readFeedback(body: body) { result in
+                    if let arrival = result.arrivalMicroseconds {
+                        fuzzInvariant(
+                            abs(arrival) < (TransportSendHistory.maximumReferenceTicks + 1 << 24) * TransportFeedback.referenceTickMicroseconds
+                                + 1 << 40,
+                            "an arrival at \(arrival) µs")
+                    }
+                    controller.packetReported(sentNanoseconds: result.sentNanoseconds, bytes: result.bytes, arrivalMicroseconds: result.arrivalMicroseconds)
+                }
+                if let decision = controller.feedbackEnded(now: now) { check(decision) }
             }
+            if let fraction = reading.fractionLost,
+                let decision = controller.reportReceived(
+                    fractionLost: fraction, lossRuns: reading.lossRuns.map { ($0.lost, $0.lossRuns) },
+                    roundTripSeconds: reading.roundTripSeconds, now: now)
+            {
+                check(decision)
+            }
+            let estimate = controller.estimator.estimateBitsPerSecond
+            fuzzInvariant(estimate.isFinite && estimate > 0 && estimate < 1e10, "an estimate of \(estimate) b/s")
             fuzzInvariant(
                 reports.lossRunReports >= lastTotals.reports && reports.lostInRuns >= lastTotals.lost && reports.lossRuns >= lastTotals.runs,
                 "the call's loss-run totals went backwards")

@@ -8,6 +8,9 @@
 public final class TransportSendHistory {
     /// Packets remembered: feedback about older ones is ignored.
     public static let capacity = 1024
+    /// The furthest the unwrapped reference time goes from zero (2^36 ticks of 64 ms): arrivals
+    /// stay under 2^53 µs, exact as Doubles, and any two of them subtract without overflow.
+    public static let maximumReferenceTicks: Int64 = 1 << 36
 
     /// One packet the feedback reported.
     public struct Result: Sendable, Equatable {
@@ -75,6 +78,11 @@ public final class TransportSendHistory {
             var step = (raw - lastReference) % modulus
             if step >= modulus / 2 { step -= modulus } else if step < -modulus / 2 { step += modulus }
             unwrapped = lastReference + step
+            // A receiver's clock moves a tick (64 ms) or so a feedback; one whose reference keeps
+            // leaping (a hostile peer: 2^23 ticks a feedback) would take the unwrapped time, and
+            // the arrivals after it, past what differences of them can hold. Past about 139
+            // years it starts again from the raw value (one bad delay sample, no trap).
+            if unwrapped > Self.maximumReferenceTicks || unwrapped < -Self.maximumReferenceTicks { unwrapped = raw }
         }
         let offset = (unwrapped - raw) * TransportFeedback.referenceTickMicroseconds
         let newest = nextSequence - 1

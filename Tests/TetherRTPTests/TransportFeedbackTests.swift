@@ -107,6 +107,34 @@ struct TransportFeedbackTests {
         }
     }
 
+    /// A peer whose feedback's reference time leaps by the most it can (2^23 − 1 ticks of 64 ms)
+    /// every time: 40,000 feedbacks would take the unwrapped arrivals past 2^54 µs (and 2^24 of
+    /// them past Int64, a trap); they stay within ±2^36 ticks, so arrivals stay exact as Doubles
+    /// and differences of them cannot overflow.
+    @Test func aReferenceTimeThatKeepsLeapingStaysBounded() {
+        let history = TransportSendHistory()
+        // One packet, received, with reference time `reference` (24 bits).
+        var body: [UInt8] = [0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0x20, 0x01, 4, 0]
+        var reference: UInt32 = 0
+        var largest: Int64 = 0
+        var reports = 0
+        for _ in 0..<40_000 {
+            let sequence = history.stamp(bytes: 100, sentNanoseconds: 1)
+            body[8] = UInt8(sequence >> 8)
+            body[9] = UInt8(sequence & 0xFF)
+            body[12] = UInt8((reference >> 16) & 0xFF)
+            body[13] = UInt8((reference >> 8) & 0xFF)
+            body[14] = UInt8(reference & 0xFF)
+            _ = body.withUnsafeBytes { history.readFeedback(body: $0) { r in
+                reports += 1
+                if let a = r.arrivalMicroseconds { largest = max(largest, abs(a)) }
+            } }
+            reference = (reference + (1 << 23) - 1) & 0xFF_FFFF
+        }
+        #expect(reports == 40_000)
+        #expect(largest < 1 << 53 && largest > 1 << 50, "largest arrival \(largest) µs")
+    }
+
     /// Malformed bodies visit nothing: a status count beyond the chunks, deltas missing, a
     /// reserved status, a body cut at every length.
     @Test func malformedFeedbackIsRefusedWhole() {
