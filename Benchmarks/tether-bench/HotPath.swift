@@ -287,8 +287,8 @@ enum HotPath {
     }
     /// Transport-cc feedback bodies (after the RTCP header): as our recorder writes them for
     /// 25 packets (about 100 ms of audio, one lost) and for 400 (the most a feedback carries),
-    /// and crafted by a peer: 65,535 statuses (the most the count field says) as eight runs of
-    /// "not received", which fit in 32 bytes.
+    /// and crafted by a peer: 65,535 statuses (the most the count field says) as nine runs of
+    /// "not received", which fit in 36 bytes.
     static func feedbackBodies() -> [(name: String, body: [UInt8])] {
         func written(_ count: Int) -> [UInt8] {
             let recorder = TransportFeedbackRecorder()
@@ -300,7 +300,8 @@ enum HotPath {
             return Array(buffer[4..<length])
         }
         var crafted: [UInt8] = [0, 0, 0, 1, 0, 0, 0, 2, 0xEA, 0x60, 0xFF, 0xFF, 0, 0, 1, 0]
-        for _ in 0..<8 { crafted += [0x1F, 0xFF] }
+        for _ in 0..<9 { crafted += [0x1F, 0xFF] }
+        crafted += [0, 0]
         return [("25 packets, 1 lost", written(25)), ("400 packets, 1 lost", written(400)), ("65,535 lost (crafted)", crafted)]
     }
 

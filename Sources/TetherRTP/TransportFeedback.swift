@@ -47,11 +47,17 @@ public enum TransportFeedback {
     /// order: its transport-wide sequence number and, when it arrived, its arrival time in
     /// microseconds from the reference time's origin (`referenceTime × 64 000` plus the deltas so
     /// far). A malformed body (chunks or deltas beyond it, a reserved status) visits nothing.
+    ///
+    /// With `window` (the sequence numbers a sender still remembers), runs of lost packets are
+    /// visited only where they fall inside it: a peer's 36-byte feedback claiming 65,535 lost
+    /// packets costs a walk over its chunks, not 65,535 visits. Received packets (each with a
+    /// delta byte) and bit-vector chunks are visited wherever they are.
     /// - Returns: the header, or nil when malformed.
     /// - Note: No allocation; the body is read twice (checked first, then visited).
     @discardableResult
     public static func read(
-        body: UnsafeRawBufferPointer, _ visit: (_ sequence: UInt16, _ arrivalMicroseconds: Int64?) -> Void
+        body: UnsafeRawBufferPointer, window: (first: UInt16, count: Int)? = nil,
+        _ visit: (_ sequence: UInt16, _ arrivalMicroseconds: Int64?) -> Void
     ) -> Header? {
         guard body.count >= 16 else { return nil }
         let header = Header(
@@ -59,14 +65,15 @@ public enum TransportFeedback {
             baseSequence: body.loadBigEndianUInt16(at: 8), statusCount: Int(body.loadBigEndianUInt16(at: 10)),
             referenceTime: Int32(bitPattern: UInt32(body[12]) << 24 | UInt32(body[13]) << 16 | UInt32(body[14]) << 8) >> 8,
             feedbackCount: body[15])
-        guard header.statusCount > 0, walk(body, header: header, checkOnly: true, visit: { _, _ in }) else { return nil }
-        _ = walk(body, header: header, checkOnly: false, visit: visit)
+        guard header.statusCount > 0, walk(body, header: header, checkOnly: true, window: nil, visit: { _, _ in }) else { return nil }
+        _ = walk(body, header: header, checkOnly: false, window: window, visit: visit)
         return header
     }
 
     /// One pass over the chunks and deltas; with `checkOnly`, only checks that they fit.
     private static func walk(
-        _ body: UnsafeRawBufferPointer, header: Header, checkOnly: Bool, visit: (UInt16, Int64?) -> Void
+        _ body: UnsafeRawBufferPointer, header: Header, checkOnly: Bool, window: (first: UInt16, count: Int)?,
+        visit: (UInt16, Int64?) -> Void
     ) -> Bool {
         // Chunks first: find where the deltas begin.
         var chunkPosition = 16
@@ -87,9 +94,11 @@ public enum TransportFeedback {
             if chunk & 0x8000 == 0 {
                 let status = chunk >> 13 & 0x3
                 let run = Int(chunk & 0x1FFF)
-                // A run of lost packets has no deltas: skip it in one step when only checking.
-                if status == 0 && checkOnly {
+                // A run of lost packets has no deltas: skipped in one step when only checking,
+                // and visited only inside the window when there is one.
+                if status == 0 && (checkOnly || window != nil) {
                     let n = min(run, cursor.left)
+                    if !checkOnly, let window { visitLost(from: cursor.sequence, count: n, inside: window, visit) }
                     cursor.left -= n
                     cursor.sequence &+= UInt16(truncatingIfNeeded: n)
                     continue
@@ -102,6 +111,22 @@ public enum TransportFeedback {
             }
         }
         return cursor.left == 0
+    }
+
+    /// Visits the lost packets `first`, `first + 1`, … (`count` of them, mod 2^16) that fall
+    /// inside `window`: at most the window's size, whatever `count`.
+    private static func visitLost(
+        from first: UInt16, count: Int, inside window: (first: UInt16, count: Int), _ visit: (UInt16, Int64?) -> Void
+    ) {
+        let size = min(max(0, window.count), 1 << 16)
+        // Where the run starts relative to the window, and the first of its packets inside it.
+        let offset = Int(first &- window.first)
+        let start = offset < size ? 0 : (1 << 16) - offset
+        var i = start
+        while i < count && (offset + i) & 0xFFFF < size {
+            visit(first &+ UInt16(truncatingIfNeeded: i), nil)
+            i += 1
+        }
     }
 
     /// Where a walk is: the next delta, the arrival so far, the next sequence number, the

@@ -86,7 +86,10 @@ public final class TransportSendHistory {
         }
         let offset = (unwrapped - raw) * TransportFeedback.referenceTickMicroseconds
         let newest = nextSequence - 1
-        let header = TransportFeedback.read(body: body) { sequence, arrival in
+        // Only the packets still remembered are visited: a run of lost ones outside them is not.
+        let remembered = Int(min(nextSequence, Int64(Self.capacity)))
+        let window = (first: UInt16(truncatingIfNeeded: nextSequence - Int64(remembered)), count: remembered)
+        let header = TransportFeedback.read(body: body, window: window) { sequence, arrival in
             // The extended sequence nearest the newest sent.
             let extended = newest - Int64(UInt16(truncatingIfNeeded: newest) &- sequence)
             guard extended >= 0, newest - extended < Int64(Self.capacity) else { return }
