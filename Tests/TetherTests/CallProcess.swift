@@ -184,6 +184,20 @@ func run(_ arguments: [String]) -> Int32 {
     return p.terminationStatus
 }
 
+/// Runs a command and returns what it printed on standard output ("" when it could not run).
+func commandOutput(_ arguments: [String]) -> String {
+    let p = Process()
+    p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+    p.arguments = arguments
+    let pipe = Pipe()
+    p.standardOutput = pipe
+    p.standardError = FileHandle.nullDevice
+    do { try p.run() } catch { return "" }
+    let data = pipe.fileHandleForReading.readDataToEndOfFile()
+    p.waitUntilExit()
+    return String(decoding: data, as: UTF8.self)
+}
+
 /// Whether network namespaces can be made here (root and iproute2).
 var canMakeNetworkNamespaces: Bool {
     getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/sbin/ip")
