@@ -1,4 +1,5 @@
 import Foundation
+import Testing
 import Synchronization
 import TetherRealtime
 
@@ -196,6 +197,69 @@ func commandOutput(_ arguments: [String]) -> String {
     let data = pipe.fileHandleForReading.readDataToEndOfFile()
     p.waitUntilExit()
     return String(decoding: data, as: UTF8.self)
+}
+
+/// Two network namespaces joined by a veth pair (`a` on 10.X.0.1, `b` on 10.X.0.2, IPv6 off,
+/// loopback up), each egress shaped with `tc tbf` at `kilobits` (300 ms queue) when given.
+/// `delete()` removes both.
+struct ShapedNamespacePair {
+    let a: String
+    let b: String
+    let addressA: String
+    let addressB: String
+
+    init(prefix: String, subnet: Int, kilobits: Int?) async throws {
+        let tag = String(UInt32.random(in: 0..<UInt32.max), radix: 16)
+        a = "\(prefix)-a-\(tag)"
+        b = "\(prefix)-b-\(tag)"
+        addressA = "10.\(subnet).0.1"
+        addressB = "10.\(subnet).0.2"
+        try #require(run(["ip", "netns", "add", a]) == 0)
+        try #require(run(["ip", "netns", "add", b]) == 0)
+        for ns in [a, b] {
+            run(["ip", "netns", "exec", ns, "sh", "-c", "echo 1 > /proc/sys/net/ipv6/conf/all/disable_ipv6; echo 1 > /proc/sys/net/ipv6/conf/default/disable_ipv6"])
+            run(["ip", "-n", ns, "link", "set", "lo", "up"])
+        }
+        try #require(run(["ip", "link", "add", "va", "netns", a, "type", "veth", "peer", "name", "vb", "netns", b]) == 0)
+        try #require(run(["ip", "-n", a, "addr", "add", "\(addressA)/24", "dev", "va"]) == 0)
+        try #require(run(["ip", "-n", b, "addr", "add", "\(addressB)/24", "dev", "vb"]) == 0)
+        for (ns, link) in [(a, "va"), (b, "vb")] {
+            try #require(run(["ip", "-n", ns, "link", "set", link, "up"]) == 0)
+            if let kilobits {
+                try #require(run(["ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", link, "root", "tbf", "rate", "\(kilobits)kbit", "burst", "3000", "latency", "300ms"]) == 0)
+            }
+        }
+        let upA = await linkIsOperational(namespace: a, link: "va")
+        let upB = await linkIsOperational(namespace: b, link: "vb")
+        try #require(upA && upB)
+    }
+
+    func delete() {
+        run(["ip", "netns", "del", a])
+        run(["ip", "netns", "del", b])
+    }
+
+    /// An egress qdisc's counters: bytes and packets sent, packets dropped.
+    struct Counters {
+        var bytes = 0.0, packets = 0.0, dropped = 0.0
+        /// Kilobits per second from `earlier` to these over `seconds`, and the share dropped.
+        func since(_ earlier: Counters, seconds: Double) -> (kilobits: Double, droppedShare: Double) {
+            let sent = packets - earlier.packets
+            let lost = dropped - earlier.dropped
+            return ((bytes - earlier.bytes) * 8 / seconds / 1000, lost / max(1, sent + lost))
+        }
+    }
+
+    /// The counters of A's egress (`fromA`) or B's.
+    func egress(fromA: Bool) -> Counters {
+        let text = commandOutput(["ip", "netns", "exec", fromA ? a : b, "tc", "-s", "qdisc", "show", "dev", fromA ? "va" : "vb"])
+        let words = text.split(whereSeparator: { " \n,()".contains($0) }).map(String.init)
+        func after(_ word: String) -> Double {
+            guard let i = words.firstIndex(of: word), i + 1 < words.count else { return 0 }
+            return Double(words[i + 1]) ?? 0
+        }
+        return Counters(bytes: after("Sent"), packets: after("bytes"), dropped: after("dropped"))
+    }
 }
 
 /// Whether network namespaces can be made here (root and iproute2).

@@ -274,70 +274,42 @@ struct ChromiumInteropTests {
     /// printed (its audio is not held to the target: its Opus target is fixed).
     @Test(.enabled(if: canMakeNetworkNamespaces, "needs root and iproute2"))
     func overA64KilobitLinkTetherStaysInsideItOnChromiumsFeedback() async throws {
-        let tag = String(UInt32.random(in: 0..<UInt32.max), radix: 16)
-        let nsT = "tcn-t-\(tag)"
-        let nsC = "tcn-c-\(tag)"
-        defer {
-            run(["ip", "netns", "del", nsT])
-            run(["ip", "netns", "del", nsC])
-        }
-        try #require(run(["ip", "netns", "add", nsT]) == 0)
-        try #require(run(["ip", "netns", "add", nsC]) == 0)
-        for ns in [nsT, nsC] {
-            run(["ip", "netns", "exec", ns, "sh", "-c", "echo 1 > /proc/sys/net/ipv6/conf/all/disable_ipv6; echo 1 > /proc/sys/net/ipv6/conf/default/disable_ipv6"])
-            run(["ip", "-n", ns, "link", "set", "lo", "up"])
-        }
-        try #require(run(["ip", "link", "add", "vt", "netns", nsT, "type", "veth", "peer", "name", "vc", "netns", nsC]) == 0)
-        try #require(run(["ip", "-n", nsT, "addr", "add", "10.212.0.1/24", "dev", "vt"]) == 0)
-        try #require(run(["ip", "-n", nsC, "addr", "add", "10.212.0.2/24", "dev", "vc"]) == 0)
-        for (ns, link) in [(nsT, "vt"), (nsC, "vc")] {
-            try #require(run(["ip", "-n", ns, "link", "set", link, "up"]) == 0)
-            try #require(run(["ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", link, "root", "tbf", "rate", "64kbit", "burst", "3000", "latency", "300ms"]) == 0)
-        }
-        let linksUp = await linkIsOperational(namespace: nsT, link: "vt")
-        let peerUp = await linkIsOperational(namespace: nsC, link: "vc")
-        try #require(linksUp && peerUp)
-
+        let net = try await ShapedNamespacePair(prefix: "tcn", subnet: 212, kilobits: 64)
+        defer { net.delete() }
         let dir = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let tether = try CallProcess(
-            name: "tether", namespace: nsT,
+            name: "tether", namespace: net.a,
             arguments: ["--role", "offer", "--keying", "dtls", "--input", "wav:\(voicedSignalWAVPath)", "--statistics-interval", "0.5"])
         let chromium = try CallProcess(
             name: "chromium",
-            program: ["ip", "netns", "exec", nsC, "python3", Self.script, "--role", "answer", "--audio", try Self.toneFile(dir)])
+            program: ["ip", "netns", "exec", net.b, "python3", Self.script, "--role", "answer", "--audio", try Self.toneFile(dir)])
         tether.relayLines(to: chromium)
         chromium.relayLines(to: tether)
         #expect(await tether.waitFor(state: "established", timeoutSeconds: 30) != nil)
         #expect(await chromium.waitFor(state: "connected", timeoutSeconds: 30) != nil)
 
-        /// The qdisc's counters: bytes and packets sent, packets dropped.
-        func qdisc(_ ns: String, _ link: String) -> (bytes: Double, packets: Double, dropped: Double) {
-            let text = commandOutput(["ip", "netns", "exec", ns, "tc", "-s", "qdisc", "show", "dev", link])
-            let words = text.split(whereSeparator: { $0 == " " || $0 == "\n" || $0 == "," || $0 == "(" || $0 == ")" }).map(String.init)
-            func after(_ word: String, _ offset: Int = 1) -> Double {
-                guard let i = words.firstIndex(of: word), i + offset < words.count else { return 0 }
-                return Double(words[i + offset]) ?? 0
-            }
-            return (after("Sent"), after("bytes"), after("dropped"))
-        }
         try await Task.sleep(for: .seconds(12))
-        let t0 = (t: qdisc(nsT, "vt"), c: qdisc(nsC, "vc"), at: MonotonicClock.nanoseconds())
+        let t0 = (t: net.egress(fromA: true), c: net.egress(fromA: false), at: MonotonicClock.nanoseconds())
+        let r0 = await chromium.report(timeoutSeconds: 5) { _ in true }
         try await Task.sleep(for: .seconds(12))
-        let t1 = (t: qdisc(nsT, "vt"), c: qdisc(nsC, "vc"), at: MonotonicClock.nanoseconds())
+        let t1 = (t: net.egress(fromA: true), c: net.egress(fromA: false), at: MonotonicClock.nanoseconds())
+        let r1 = await chromium.report(timeoutSeconds: 5) { _ in true }
         let seconds = Double(t1.at - t0.at) / 1e9
-        func kilobits(_ a: (bytes: Double, packets: Double, dropped: Double), _ b: (bytes: Double, packets: Double, dropped: Double)) -> Double {
-            (b.bytes - a.bytes) * 8 / seconds / 1000
-        }
-        let tetherRate = kilobits(t0.t, t1.t)
-        let tetherDropped = (t1.t.dropped - t0.t.dropped) / max(1, t1.t.packets - t0.t.packets + t1.t.dropped - t0.t.dropped)
-        let chromiumRate = kilobits(t0.c, t1.c)
-        let chromiumDropped = (t1.c.dropped - t0.c.dropped) / max(1, t1.c.packets - t0.c.packets + t1.c.dropped - t0.c.dropped)
+        let toChromium = t1.t.since(t0.t, seconds: seconds)
+        let toTether = t1.c.since(t0.c, seconds: seconds)
         let stats = try #require(tether.lastStatistics)
-        print(String(format: "64 kb/s link, seconds 12–24: Tether → Chromium %.1f kb/s, %.1f %% dropped; Chromium → Tether %.1f kb/s, %.1f %% dropped", tetherRate, 100 * tetherDropped, chromiumRate, 100 * chromiumDropped))
+        print(String(format: "64 kb/s link, seconds 12–24: Tether → Chromium %.1f kb/s, %.1f %% dropped; Chromium → Tether %.1f kb/s, %.1f %% dropped", toChromium.kilobits, 100 * toChromium.droppedShare, toTether.kilobits, 100 * toTether.droppedShare))
         print("Tether: estimate \(stats["estimatedBandwidth"] ?? "-"), packet \(stats["sentPacketMs"] ?? "-") ms, target \(stats["targetBitrate"] ?? "-"), RTT \(stats["rttMs"] ?? "-") ms, heard loss \(stats["heardLossPercent"] ?? "-") %, feedback received \(stats["transportFeedbackReceived"] ?? "-"), sent \(stats["transportFeedbackSent"] ?? "-"), padding \(stats["paddingPacketsReceived"] ?? "-")")
-        #expect(tetherRate <= 0.9 * 64 && tetherRate > 10)
-        #expect(tetherDropped <= 0.02)
+        if let r0, let r1 {
+            func delta(_ key: String) -> Double { (r1[key] as? Double ?? 0) - (r0[key] as? Double ?? 0) }
+            print(String(
+                format: "Chromium's own view: audio %.1f kb/s payload + %.1f kb/s RTP headers in %.0f packets, all it sent on the pair %.1f kb/s; target %@, available outgoing %@",
+                delta("bytesSent") * 8 / seconds / 1000, delta("headerBytesSent") * 8 / seconds / 1000, delta("packetsSent"),
+                delta("pairBytesSent") * 8 / seconds / 1000, "\(r1["targetBitrate"] ?? "-")", "\(r1["availableOutgoingBitrate"] ?? "-")"))
+        }
+        #expect(toChromium.kilobits <= 0.9 * 64 && toChromium.kilobits > 10)
+        #expect(toChromium.droppedShare <= 0.02)
         #expect((stats["transportFeedbackReceived"] as? Int ?? 0) > 20)
         #expect((stats["transportFeedbackSent"] as? Int ?? 0) > 20)
         tether.send("hangup")

@@ -83,8 +83,12 @@ async function report() {
       if (s.codecId && r.get(s.codecId)) out.receivedCodec = r.get(s.codecId).mimeType;
     }
     if (s.type === 'outbound-rtp' && s.kind === 'audio') {
-      out.packetsSent = s.packetsSent;
+      out.packetsSent = s.packetsSent; out.bytesSent = s.bytesSent; out.headerBytesSent = s.headerBytesSent;
+      out.targetBitrate = s.targetBitrate;
       if (s.codecId && r.get(s.codecId)) out.sentCodec = r.get(s.codecId).mimeType;
+    }
+    if (s.type === 'candidate-pair' && (out.pairBytesSent === undefined || s.bytesSent > out.pairBytesSent)) {
+      out.pairBytesSent = s.bytesSent; out.pairPacketsSent = s.packetsSent; out.availableOutgoingBitrate = s.availableOutgoingBitrate;
     }
     if (s.type === 'transport') { out.dtlsState = s.dtlsState; out.tlsVersion = s.tlsVersion; out.srtpCipher = s.srtpCipher; out.dtlsRole = s.dtlsRole; out.selectedCandidatePairChanges = s.selectedCandidatePairChanges; }
   });
