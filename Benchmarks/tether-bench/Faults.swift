@@ -15,14 +15,7 @@ struct FaultsBench: AsyncParsableCommand {
             first good one after). Logs and recordings stay in the work directory.
             """)
 
-    @Option(help: "The tether executable (default: the one next to this bench).")
-    var tether: String?
-
-    @Option(help: "Rows to run, by number (1-based, as listed by --list); default: all.")
-    var row: [Int] = []
-
-    @Flag(help: "List the rows and exit.")
-    var list = false
+    @OptionGroup var rows: LabRowOptions
 
     @Option(help: "Rows run at once.")
     var concurrency: Int = 4
@@ -38,15 +31,12 @@ struct FaultsBench: AsyncParsableCommand {
 
     func run() async throws {
         let matrix = FaultScenario.matrix(lossSeconds: lossSeconds)
-        if list {
+        if rows.list {
             for (i, s) in matrix.enumerated() { print(String(format: "%2d  %@ — %@", i + 1, s.description, s.requirement)) }
             return
         }
-        let chosen = row.isEmpty ? matrix : row.compactMap { $0 >= 1 && $0 <= matrix.count ? matrix[$0 - 1] : nil }
-        let executable = tether ?? URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("tether").path
-        guard FileManager.default.isExecutableFile(atPath: executable) else {
-            throw ValidationError("no tether executable at \(executable) (build it, or give --tether)")
-        }
+        let chosen = rows.chosen(from: matrix)
+        let executable = try rows.executable()
         let work = URL(fileURLWithPath: workDirectory).standardizedFileURL.path
         try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
         print("fault matrix: \(chosen.count) rows, \(concurrency) at a time, tether \(executable), logs in \(work)")

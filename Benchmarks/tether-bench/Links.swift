@@ -19,14 +19,7 @@ struct LinksBench: AsyncParsableCommand {
             heard lost. The recordings' last 20 s are scored with PESQ-WB (Benchmarks/quality/pesq_window.py).
             """)
 
-    @Option(help: "The tether executable (default: the one next to this bench).")
-    var tether: String?
-
-    @Option(help: "Rows to run, by number (1-based, as listed by --list); default: all.")
-    var row: [Int] = []
-
-    @Flag(help: "List the rows and exit.")
-    var list = false
+    @OptionGroup var rows: LabRowOptions
 
     @Flag(help: "Also run each row with rate control off (the behaviour before it), for comparison.")
     var compare = false
@@ -42,16 +35,13 @@ struct LinksBench: AsyncParsableCommand {
 
     func run() async throws {
         let matrix = LinkScenario.matrix
-        if list {
+        if rows.list {
             for (i, s) in matrix.enumerated() { print(String(format: "%2d  %@", i + 1, s.description)) }
             return
         }
         if let missing = LinkLab.missingRequirement { throw ValidationError(missing) }
-        let chosen = row.isEmpty ? matrix : row.compactMap { $0 >= 1 && $0 <= matrix.count ? matrix[$0 - 1] : nil }
-        let executable = tether ?? URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("tether").path
-        guard FileManager.default.isExecutableFile(atPath: executable) else {
-            throw ValidationError("no tether executable at \(executable) (build it, or give --tether)")
-        }
+        let chosen = rows.chosen(from: matrix)
+        let executable = try rows.executable()
         let work = URL(fileURLWithPath: workDirectory).standardizedFileURL.path
         try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
         // A minute of speech each side: the Harvard sentences of the quality bench, A's voices

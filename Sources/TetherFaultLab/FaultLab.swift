@@ -81,9 +81,7 @@ public struct FaultLab: Sendable {
             result.error = reason
             return result
         }
-        let tag = String(UInt32.random(in: 0...UInt32.max), radix: 16)
-        let folder = workDirectory + "/" + tag
-        try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        let (tag, folder) = makeRowFolder(in: workDirectory)
         result.directory = folder
         let started = monotonicSeconds()
         log("\(scenario): starting (\(folder))")
@@ -586,4 +584,13 @@ private final class Row: @unchecked Sendable {
 
 private func fmt(_ seconds: Double?) -> String {
     seconds.map { String(format: "%.2f s", $0) } ?? "never"
+}
+
+/// A new folder under `workDirectory` for one row's logs and recordings, named by a random tag
+/// (which also names the row's namespaces).
+func makeRowFolder(in workDirectory: String) -> (tag: String, folder: String) {
+    let tag = String(UInt32.random(in: 0...UInt32.max), radix: 16)
+    let folder = workDirectory + "/" + tag
+    try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+    return (tag, folder)
 }

@@ -145,9 +145,7 @@ public struct LinkLab: Sendable {
             result.error = reason
             return result
         }
-        let tag = String(UInt32.random(in: 0...UInt32.max), radix: 16)
-        let folder = workDirectory + "/" + tag
-        try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        let (tag, folder) = makeRowFolder(in: workDirectory)
         result.directory = folder
         let started = monotonicSeconds()
         log("\(scenario) (rate control \(rateControl ? "on" : "off")): starting (\(folder))")
