@@ -59,6 +59,11 @@ struct SendRateControllerTests {
         simulation.run(seconds: 15)
         #expect(windows(simulation.seconds, from: 5).allSatisfy { $0 <= 0.92 * 24_000 }, "\(summary(simulation.seconds[0...]))")
         #expect(simulation.seconds[5...].allSatisfy { $0.queueMilliseconds < 150 }, "\(summary(simulation.seconds[0...]))")
+        // The start's loss (the 64 kb/s start overflows the queue) is over: no congestion loss
+        // is reported any more.
+        simulation.run(seconds: 10)
+        #expect(simulation.seconds[(simulation.seconds.count - 5)...].allSatisfy { $0.lossFraction == 0 })
+        #expect(!simulation.controller.estimator.lossIsCongestion, "loss \(simulation.controller.estimator.lossFraction)")
     }
 
     /// A wide link: the full-rate stream at 20 ms, as without rate control.

@@ -67,7 +67,10 @@ public struct BandwidthEstimator: Sendable {
     /// The loss the last feedback or report showed, 0…1.
     public private(set) var lossFraction = 0.0
     /// Whether loss now is congestion's (it comes with a queue), not the path's own.
-    public var lossIsCongestion: Bool { lossFraction > 0 && congested }
+    /// (Loss under 1 % is none: the loss over feedback decays by its age and never reaches 0
+    /// exactly, so one packet lost would otherwise read as congestion loss for the rest of the
+    /// call — as it did in the statistics.)
+    public var lossIsCongestion: Bool { lossFraction >= 0.01 && congested }
     /// Whether the path shows a queue now, or showed overuse in the last two seconds.
     public private(set) var congested = false
     /// Whether the call is still in its start (no overuse or congestion loss seen yet).
