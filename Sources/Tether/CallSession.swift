@@ -979,7 +979,7 @@ public actor CallSession {
         if context.media != nil {
             statistics.estimatedBandwidthBitsPerSecond = c.estimatedBandwidthBitsPerSecond > 0 ? c.estimatedBandwidthBitsPerSecond : nil
             statistics.sentPacketMilliseconds = c.packetMilliseconds
-            statistics.pathUse = c.congestionState == 1 ? .overusing : c.congestionState == 2 ? .underusing : .normal
+            statistics.pathUse = c.pathUse
             statistics.queueingDelayMilliseconds = c.estimatedBandwidthBitsPerSecond > 0 ? c.queueDelayMilliseconds : nil
             statistics.lossIsCongestion = c.congestionLoss
             statistics.transportFeedbackReceived = c.transportFeedbackReceived

@@ -201,7 +201,7 @@ public struct CallStatistics: Sendable, Equatable {
     public var transportFeedbackSent: Int = 0
 
     /// The path's use as the rate control judges it from the queueing delay.
-    public enum PathUse: String, Sendable, Equatable, Codable {
+    public enum PathUse: String, Sendable, Equatable, Codable, BitwiseCopyable {
         /// The queue is steady: the rate may grow.
         case normal
         /// The queue grows: the rate drops.
@@ -346,14 +346,14 @@ struct MediaCounters: BitwiseCopyable {
     var paddingPacketsReceived = 0
     /// The voice processing's figures (when it runs).
     var voice = VoiceProcessingStatistics()
-    /// The rate control: the budget it sends within (0: rate control off), the packet duration,
-    /// the queueing delay it sees, whether the loss now is congestion's, and its state (0 normal,
-    /// 1 overusing, 2 underusing).
+    /// The rate control: the estimate it sends within (0: rate control off), the packet
+    /// duration, the queueing delay it sees, whether the loss now is congestion's, and its
+    /// judgement of the path.
     var estimatedBandwidthBitsPerSecond = 0
     var packetMilliseconds = 20
     var queueDelayMilliseconds = 0.0
     var congestionLoss = false
-    var congestionState = 0
+    var pathUse = CallStatistics.PathUse.normal
     /// Transport-cc feedback packets received from the peer, and sent to it.
     var transportFeedbackReceived = 0
     var transportFeedbackSent = 0

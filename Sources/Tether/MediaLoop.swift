@@ -812,7 +812,7 @@ final class MediaLoop: @unchecked Sendable {
         {
             apply(decision, now: arrivalNanoseconds)
         }
-        noteRateState()
+        noteRateState(now: arrivalNanoseconds)
     }
 
     /// Takes a rate-control decision: the encoder's settings, RED, and the packet duration
@@ -831,23 +831,23 @@ final class MediaLoop: @unchecked Sendable {
     }
 
     /// The rate control's view into the statistics (and a log record when its state changes).
-    private func noteRateState() {
+    /// (Read in place: the estimator is a value of a few kilobytes, not copied per packet.)
+    private func noteRateState(now: UInt64) {
         guard setup.rateControl else { return }
-        let estimator = rateController.estimator
-        stats.estimatedBandwidthBitsPerSecond = Int(estimator.estimateBitsPerSecond)
-        stats.queueDelayMilliseconds = estimator.queueMilliseconds
-        stats.congestionLoss = estimator.lossIsCongestion
-        let state: Int = switch estimator.usage {
-        case .normal: 0
-        case .overusing: 1
-        case .underusing: 2
+        stats.estimatedBandwidthBitsPerSecond = Int(rateController.estimator.estimateBitsPerSecond)
+        stats.queueDelayMilliseconds = rateController.estimator.queueMilliseconds
+        stats.congestionLoss = rateController.estimator.lossIsCongestion
+        let (use, code): (CallStatistics.PathUse, Int64) = switch rateController.estimator.usage {
+        case .normal: (.normal, 0)
+        case .overusing: (.overusing, 1)
+        case .underusing: (.underusing, 2)
         }
-        if state != stats.congestionState {
-            stats.congestionState = state
+        if use != stats.pathUse {
+            stats.pathUse = use
             log.post(
                 RealtimeLogRecord(
-                    event: MediaLogEvent.congestionChanged.rawValue, nanoseconds: MonotonicClock.nanoseconds(), a: Int64(state),
-                    b: Int64(rateController.budgetBitsPerSecond), c: Int64(estimator.queueMilliseconds)))
+                    event: MediaLogEvent.congestionChanged.rawValue, nanoseconds: now, a: code,
+                    b: Int64(rateController.budgetBitsPerSecond), c: Int64(rateController.estimator.queueMilliseconds)))
         }
     }
 
