@@ -354,8 +354,8 @@ public struct BandwidthEstimator: Sendable {
 
 /// The bytes acknowledged over the last second of arrivals (transport-cc), in a ring of 64.
 struct AcknowledgedRate: Sendable {
-    private var arrivals = RingOf64<Int64>(repeating: 0)
-    private var sizes = RingOf64<Int>(repeating: 0)
+    private var arrivals = InlineArray<64, Int64>(repeating: 0)
+    private var sizes = InlineArray<64, Int>(repeating: 0)
     private var count = 0
     private var next = 0
 
@@ -387,20 +387,20 @@ struct AcknowledgedRate: Sendable {
 /// The minimum of samples over a sliding window of time (the newest kept per 1/8 of the window).
 struct RunningMinimum: Sendable {
     let windowNanoseconds: UInt64
-    private var buckets = RingOf64<Double>(repeating: .infinity)
-    private var bucketStarts = RingOf64<UInt64>(repeating: 0)
+    private var buckets = InlineArray<8, Double>(repeating: .infinity)
+    private var bucketStarts = InlineArray<8, UInt64>(repeating: 0)
     private var current = 0
     private var started = false
 
     init(windowNanoseconds: UInt64) { self.windowNanoseconds = windowNanoseconds }
 
     mutating func add(_ sample: Double, at now: UInt64) {
-        let bucket = max(1, windowNanoseconds / 8)
+        let bucket = max(1, windowNanoseconds / UInt64(buckets.count))
         if !started {
             started = true
             bucketStarts[0] = now
         } else if now &- bucketStarts[current] >= bucket {
-            current = (current + 1) % 8
+            current = (current + 1) % buckets.count
             bucketStarts[current] = now
             buckets[current] = .infinity
         }
@@ -409,7 +409,7 @@ struct RunningMinimum: Sendable {
 
     /// Forgets every sample.
     mutating func reset() {
-        buckets = RingOf64<Double>(repeating: .infinity)
+        buckets = InlineArray<8, Double>(repeating: .infinity)
         started = false
         current = 0
     }
@@ -417,37 +417,7 @@ struct RunningMinimum: Sendable {
     /// The minimum over the window (0 before any sample).
     var value: Double {
         var m = Double.infinity
-        for i in 0..<8 { m = min(m, buckets[i]) }
+        for i in buckets.indices { m = min(m, buckets[i]) }
         return m.isFinite ? m : 0
-    }
-}
-
-/// 64 values inline.
-struct RingOf64<Element: BitwiseCopyable & Sendable>: Sendable {
-    private var storage: (
-        (Element, Element, Element, Element, Element, Element, Element, Element),
-        (Element, Element, Element, Element, Element, Element, Element, Element),
-        (Element, Element, Element, Element, Element, Element, Element, Element),
-        (Element, Element, Element, Element, Element, Element, Element, Element),
-        (Element, Element, Element, Element, Element, Element, Element, Element),
-        (Element, Element, Element, Element, Element, Element, Element, Element),
-        (Element, Element, Element, Element, Element, Element, Element, Element),
-        (Element, Element, Element, Element, Element, Element, Element, Element)
-    )
-
-    init(repeating value: Element) {
-        let eight = (value, value, value, value, value, value, value, value)
-        storage = (eight, eight, eight, eight, eight, eight, eight, eight)
-    }
-
-    subscript(index: Int) -> Element {
-        get {
-            precondition(index >= 0 && index < 64)
-            return withUnsafeBytes(of: storage) { $0.load(fromByteOffset: index * MemoryLayout<Element>.stride, as: Element.self) }
-        }
-        set {
-            precondition(index >= 0 && index < 64)
-            withUnsafeMutableBytes(of: &storage) { $0.storeBytes(of: newValue, toByteOffset: index * MemoryLayout<Element>.stride, as: Element.self) }
-        }
     }
 }

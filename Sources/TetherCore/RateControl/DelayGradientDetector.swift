@@ -56,8 +56,8 @@ public struct DelayGradientDetector: Sendable {
     private var accumulatedDelay = 0.0
     private var deltas = 0
     /// The window: arrival time (ms since the first) and smoothed delay, a ring.
-    private var windowX = WindowStorage()
-    private var windowY = WindowStorage()
+    private var windowX = InlineArray<20, Double>(repeating: 0)
+    private var windowY = InlineArray<20, Double>(repeating: 0)
     private var windowCount = 0
     private var windowNext = 0
     private var firstArrivalMicroseconds: Int64?
@@ -186,23 +186,5 @@ public struct DelayGradientDetector: Sendable {
         let elapsed = min(max(0, nowMilliseconds - last), 100)
         threshold += k * (abs(scaled) - threshold) * elapsed
         threshold = min(thresholdBounds.upperBound, max(thresholdBounds.lowerBound, threshold))
-    }
-}
-
-/// Twenty doubles inline (the trendline's window), so the detector stays a value without heap storage.
-struct WindowStorage: Sendable {
-    private var values: (Double, Double, Double, Double, Double, Double, Double, Double, Double, Double,
-                         Double, Double, Double, Double, Double, Double, Double, Double, Double, Double) =
-        (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
-
-    subscript(index: Int) -> Double {
-        get {
-            precondition(index >= 0 && index < 20)
-            return withUnsafeBytes(of: values) { $0.load(fromByteOffset: index * 8, as: Double.self) }
-        }
-        set {
-            precondition(index >= 0 && index < 20)
-            withUnsafeMutableBytes(of: &values) { $0.storeBytes(of: newValue, toByteOffset: index * 8, as: Double.self) }
-        }
     }
 }
