@@ -201,27 +201,9 @@ struct ChromiumInteropTests {
     /// answers it, and media is back soon after the path returns, on the same DTLS association.
     @Test(.enabled(if: canMakeNetworkNamespaces, "needs root and iproute2"))
     func aPathCutInANamespaceIsRestoredByTether() async throws {
-        let tag = String(UInt32.random(in: 0..<UInt32.max), radix: 16)
-        let nsT = "tci-t-\(tag)"
-        let nsC = "tci-c-\(tag)"
-        defer {
-            run(["ip", "netns", "del", nsT])
-            run(["ip", "netns", "del", nsC])
-        }
-        try #require(run(["ip", "netns", "add", nsT]) == 0)
-        try #require(run(["ip", "netns", "add", nsC]) == 0)
-        for ns in [nsT, nsC] {
-            run(["ip", "netns", "exec", ns, "sh", "-c", "echo 1 > /proc/sys/net/ipv6/conf/all/disable_ipv6; echo 1 > /proc/sys/net/ipv6/conf/default/disable_ipv6"])
-            run(["ip", "-n", ns, "link", "set", "lo", "up"])  // Chromium's page is served on its loopback
-        }
-        try #require(run(["ip", "link", "add", "vt", "netns", nsT, "type", "veth", "peer", "name", "vc", "netns", nsC]) == 0)
-        try #require(run(["ip", "-n", nsT, "addr", "add", "10.211.0.1/24", "dev", "vt"]) == 0)
-        try #require(run(["ip", "-n", nsC, "addr", "add", "10.211.0.2/24", "dev", "vc"]) == 0)
-        try #require(run(["ip", "-n", nsT, "link", "set", "vt", "up"]) == 0)
-        try #require(run(["ip", "-n", nsC, "link", "set", "vc", "up"]) == 0)
-        let linksUp = await linkIsOperational(namespace: nsT, link: "vt")
-        let peerUp = await linkIsOperational(namespace: nsC, link: "vc")
-        try #require(linksUp && peerUp)
+        let net = try await ShapedNamespacePair(prefix: "tci", subnet: 211, kilobits: nil)
+        defer { net.delete() }
+        let (nsT, nsC) = (net.a, net.b)
 
         let dir = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
