@@ -157,7 +157,7 @@ enum HotPath {
                 payload: UnsafeRawBufferPointer(rebasing: plain[h.payloadOffset..<(h.payloadOffset + h.payloadLength)]), arrivalNanoseconds: now)
             switch jitter.pull(now: now) {
             case .packet(_, let payload): _ = try decoder.decode(payload, into: pcm)
-            case .fecFromNext(let payload): _ = try decoder.decodeFEC(from: payload, into: pcm)
+            case .fecFromNext(let payload, _): _ = try decoder.decodeFEC(from: payload, into: pcm)
             case .conceal, .silenceGap, .insertedFrame: _ = try decoder.conceal(into: pcm)
             case .notStarted: break
             }

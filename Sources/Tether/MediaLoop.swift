@@ -1282,12 +1282,12 @@ final class MediaLoop: @unchecked Sendable {
                 stats.malformedPackets += 1
                 return conceal()
             }
-        case .fecFromNext(let payload):
+        case .fecFromNext(let payload, let lostSamples):
             // Rebuilt only when the next packet really holds LBRR for this frame (a peer whose
             // encoder has FEC off sends none; libopus would conceal, and so do we, counted so).
             // The lost packet may have been longer than a frame: FEC rebuilds all of it.
             guard setup.usesFEC, OpusPacket.hasLBRR(payload) else { return conceal() }
-            let samples = min(decoded.count, max(frameSamples, jitterBuffer.lastFECSamples / frameSamples * frameSamples))
+            let samples = min(decoded.count, max(frameSamples, lostSamples / frameSamples * frameSamples))
             do throws(OpusCodecError) {
                 _ = try setup.decoder.decodeFEC(from: payload, into: UnsafeMutableBufferPointer(rebasing: decoded[0..<samples]))
                 concealmentFade.decoded()

@@ -136,7 +136,7 @@ enum JitterBufferFuzzing {
             for (i, byte) in payload.enumerated() {
                 fuzzInvariant(byte == pattern(sequence: sequence, index: i), "packet \(sequence) returned another packet's bytes")
             }
-        case .fecFromNext(let payload):
+        case .fecFromNext(let payload, _):
             fuzzInvariant(payload.count <= configuration.maximumPayloadBytes, "a \(payload.count)-byte FEC payload")
             if payload.count >= 2 {
                 let sequence = UInt16(payload[0]) << 8 | UInt16(payload[1])

@@ -43,9 +43,9 @@ struct JitterBufferPacketDurationTests {
             case .packet(let s, _):
                 out.append("p\(s)")
                 covered = packets.first { $0.sequence == s }!.frames - 1
-            case .fecFromNext:
-                out.append("fec\(buffer.lastFECSamples / 960)")
-                covered = buffer.lastFECSamples / 960 - 1
+            case .fecFromNext(_, let samples):
+                out.append("fec\(samples / 960)")
+                covered = samples / 960 - 1
             case .conceal: out.append("c")
             case .silenceGap: out.append("g")
             case .insertedFrame: out.append("i")

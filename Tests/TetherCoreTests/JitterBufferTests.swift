@@ -66,7 +66,7 @@ extension JitterBuffer {
             return .notStarted
         case .packet(let sequenceNumber, let payload):
             return decodeSequence(payload) == sequenceNumber ? .packet(sequenceNumber) : .corrupt
-        case .fecFromNext(let payload):
+        case .fecFromNext(let payload, _):
             return decodeSequence(payload).map(Played.fec) ?? .corrupt
         case .conceal:
             return .conceal

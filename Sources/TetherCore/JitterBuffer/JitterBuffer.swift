@@ -7,7 +7,7 @@
 /// ## Timeline
 /// Playout is timestamp based. The playout point is the RTP timestamp of the next frame to
 /// render; a successful pull moves it forward by one frame. Sequence numbers are used only to
-/// classify holes: a hole with a missing sequence number is loss (``PullResult/fecFromNext(payload:)``
+/// classify holes: a hole with a missing sequence number is loss (``PullResult/fecFromNext(payload:samples:)``
 /// or ``PullResult/conceal``), a hole without one is a DTX pause (``PullResult/silenceGap``).
 /// Sequence numbers (16 bit) and timestamps (32 bit) may wrap; they are extended internally
 /// with serial-number arithmetic.
@@ -127,8 +127,6 @@ public final class JitterBuffer {
     private var packetSamples: Int64
     /// Of a lost packet longer than a frame, the samples concealed so far.
     private var concealedOfLostPacket: Int64 = 0
-    /// The duration the last ``PullResult/fecFromNext(payload:)`` stands for, in clock samples.
-    public private(set) var lastFECSamples: Int
     /// The last pull that found packets buffered (0: none yet).
     private var lastBufferedPullNanoseconds: UInt64 = 0
     /// An empty buffer for this long means the peer is silent: the playout delay has no figure
@@ -185,7 +183,6 @@ public final class JitterBuffer {
         clockRateHertz = clock
         frameSamples = frame
         packetSamples = frame
-        lastFECSamples = Int(frame)
         targetDelaySamples = max(targetMilliseconds * clock / 1000, frame)
         targetDelayNanoseconds = max(UInt64(targetMilliseconds) * 1_000_000, frameNanoseconds)
         driftMarginSamples = Int64(min(max(0, configuration.driftMarginFrames), 1_000_000)) * frame
@@ -487,12 +484,11 @@ public final class JitterBuffer {
             // frames carries FEC for as many).
             expectedSequence += 1
             playoutTimestamp += packetSamples
-            lastFECSamples = Int(packetSamples)
             concealedOfLostPacket = 0
             counters.fecRecoveries += 1
             return .fecFromNext(
-                payload: UnsafeRawBufferPointer(start: payloadPointer(slot: scan.next), count: slots[scan.next].payloadBytes)
-            )
+                payload: UnsafeRawBufferPointer(start: payloadPointer(slot: scan.next), count: slots[scan.next].payloadBytes),
+                samples: Int(packetSamples))
         }
         // More time than the missing packets cover before the next buffered one: the surplus is
         // a DTX pause, placed first so the lost packets sit right before the next one (FEC

@@ -42,7 +42,7 @@ extension JitterBuffer {
         public var adaptiveGuardMilliseconds: Int = 4
         /// Adaptive only: while a packet was lost within `lossMemoryMilliseconds`, keep one more
         /// frame buffered, so that the successor of a lost packet has usually arrived when the lost
-        /// frame is due and its in-band FEC can rebuild it (``PullResult/fecFromNext(payload:)``).
+        /// frame is due and its in-band FEC can rebuild it (``PullResult/fecFromNext(payload:samples:)``).
         public var lossLookahead: Bool = true
         /// How long one loss keeps the lookahead frame, in milliseconds.
         public var lossMemoryMilliseconds: Int = 10_000
@@ -110,8 +110,10 @@ extension JitterBuffer {
         case packet(sequenceNumber: UInt16, payload: UnsafeRawBufferPointer)
         /// The packet for this frame is lost but its successor is buffered: decode the lost frame
         /// from this (the successor's) payload using Opus in-band FEC. The successor itself is
-        /// returned as ``packet(sequenceNumber:payload:)`` by the next pull.
-        case fecFromNext(payload: UnsafeRawBufferPointer)
+        /// returned as ``packet(sequenceNumber:payload:)`` by the next pull. `samples`: what the
+        /// lost packet stood for, in clock samples (a frame, or more for 40/60 ms packets: FEC
+        /// rebuilds all of it).
+        case fecFromNext(payload: UnsafeRawBufferPointer, samples: Int)
         /// No audio is available for this frame: run Opus packet-loss concealment. Returned both
         /// for packets known lost (sequence gap) and when the buffer has run dry (underflow).
         case conceal
@@ -140,7 +142,7 @@ public struct JitterBufferStatistics: Sendable, Equatable {
     public var insertedFrames: Int = 0
     /// Frames returned as ``JitterBuffer/PullResult/packet(sequenceNumber:payload:)``.
     public var framesPlayed: Int = 0
-    /// Frames returned as ``JitterBuffer/PullResult/fecFromNext(payload:)``.
+    /// Frames returned as ``JitterBuffer/PullResult/fecFromNext(payload:samples:)``.
     public var fecRecoveries: Int = 0
     /// Lost frames filled in from a redundant copy in a later packet (RFC 2198 RED), stored by
     /// ``JitterBuffer/insertRedundant(sequenceNumber:rtpTimestamp:payload:arrivalNanoseconds:)``.
