@@ -199,13 +199,15 @@ final class MediaLoop: @unchecked Sendable {
     /// Frames (of `frameSamples`) per packet now, and from the next packet on.
     private var framesPerPacket = 1
     private var nextFramesPerPacket = 1
-    /// The frames of the packet being gathered (up to three), how many are in, and the RTP
-    /// timestamp of its first.
+    /// The frames of the packet being gathered (up to `maximumFramesPerPacket`: 120 ms), how
+    /// many are in, and the RTP timestamp of its first.
     private let packetPCM: UnsafeMutableBufferPointer<Int16>
+    private let maximumFramesPerPacket: Int
     private var framesGathered = 0
     private var packetTimestamp: UInt32 = 0
-    /// Audio decoded ahead of playout (a packet of 40 or 60 ms decodes to two or three frames):
-    /// played a frame at a time before the jitter buffer is asked again.
+    /// Audio decoded ahead of playout (a packet of 40, 60 or 120 ms decodes to several frames):
+    /// played a frame at a time before the jitter buffer is asked again. It holds Opus's longest
+    /// packet, 120 ms, whatever our frame duration.
     private let decoded: UnsafeMutableBufferPointer<Int16>
     private var decodedOffset = 0
     private var decodedCount = 0
@@ -261,9 +263,11 @@ final class MediaLoop: @unchecked Sendable {
         frameNanoseconds = UInt64(setup.encoder.configuration.frameDurationMilliseconds) * 1_000_000
         pcm = .allocate(capacity: frameSamples)
         pcm.initialize(repeating: 0)
-        packetPCM = .allocate(capacity: 3 * frameSamples)
+        // The longest packet the rate control may choose, in our frames (12 of 10 ms at 120 ms).
+        maximumFramesPerPacket = max(1, rateController.maximumFrameMilliseconds / setup.encoder.configuration.frameDurationMilliseconds)
+        packetPCM = .allocate(capacity: maximumFramesPerPacket * frameSamples)
         packetPCM.initialize(repeating: 0)
-        decoded = .allocate(capacity: 6 * frameSamples)
+        decoded = .allocate(capacity: max(6 * frameSamples, OpusDecoder.maximumPacketSamples))
         decoded.initialize(repeating: 0)
         silence = .allocate(capacity: frameSamples)
         silence.initialize(repeating: 0)
@@ -273,7 +277,7 @@ final class MediaLoop: @unchecked Sendable {
         redundantBlock = .allocate(capacity: LossAdaptation.maximumRedundantFrames)
         redundancyInUse = start.settings.redundancy ? setup.redundantAudio : nil
         redundantFramesInUse = start.settings.redundantFrames
-        framesPerPacket = max(1, start.frameMilliseconds / setup.encoder.configuration.frameDurationMilliseconds)
+        framesPerPacket = min(maximumFramesPerPacket, max(1, start.frameMilliseconds / setup.encoder.configuration.frameDurationMilliseconds))
         nextFramesPerPacket = framesPerPacket
         stats.encoderRedundantFrames = redundancyInUse != nil ? redundantFramesInUse : 0
         rtcpBuffer = .allocate(byteCount: 1500, alignment: 16)
@@ -818,7 +822,7 @@ final class MediaLoop: @unchecked Sendable {
     /// Takes a rate-control decision: the encoder's settings, RED, and the packet duration
     /// (from the next packet on).
     private func apply(_ decision: SendRateController.Decision, now: UInt64) {
-        let frames = max(1, decision.frameMilliseconds / Int(frameNanoseconds / 1_000_000))
+        let frames = min(maximumFramesPerPacket, max(1, decision.frameMilliseconds / Int(frameNanoseconds / 1_000_000)))
         if frames != nextFramesPerPacket {
             nextFramesPerPacket = frames
             stats.packetMilliseconds = decision.frameMilliseconds

@@ -5,6 +5,8 @@ import COpus
 /// Never allocates after creation. Not thread-safe: the media loop owns it.
 public final class OpusDecoder: @unchecked Sendable {
     private let decoder: OpaquePointer
+    /// Samples in Opus's longest packet (120 ms at 48 kHz): a buffer this long takes any packet.
+    public static let maximumPacketSamples = 5760
 
     /// Creates a decoder.
     public init() throws(OpusCodecError) {

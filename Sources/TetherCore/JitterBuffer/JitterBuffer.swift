@@ -549,7 +549,10 @@ public final class JitterBuffer {
 
     /// A packet's duration in samples: what the caller says, when it is one to six frames.
     private func packetDuration(_ samples: Int?) -> Int64 {
-        guard let samples, Int64(samples) >= frameSamples, Int64(samples) <= 6 * frameSamples else { return frameSamples }
+        // Up to 120 ms (Opus's longest packet), or six frames when frames are longer.
+        guard let samples, Int64(samples) >= frameSamples, Int64(samples) <= max(6 * frameSamples, clockRateHertz * 120 / 1000) else {
+            return frameSamples
+        }
         return Int64(samples)
     }
 
