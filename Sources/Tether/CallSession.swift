@@ -1277,9 +1277,9 @@ public actor CallSession {
                 sendsLossRunLength: result.peerRequestsLossRunLengthReports, voiceProcessor: voice,
                 notify: { sink.yield(.media($0)) })
             setup.rateControl = configuration.rateControl
-            // Packets up to the peer's maxptime (60 ms when it says nothing: past that a lost
-            // packet costs too much).
-            setup.maximumPacketMilliseconds = min(60, max(20, result.remoteMaxPtimeMilliseconds.map { Int($0) } ?? 60))
+            // Packets up to the peer's maxptime (60 ms when it says nothing; 120 only with a peer
+            // that says it takes them, for links too narrow for 60: a lost packet costs 120 ms).
+            setup.maximumPacketMilliseconds = min(120, max(20, result.remoteMaxPtimeMilliseconds.map { Int($0) } ?? 60))
             setup.peerBandwidthLimitBitsPerSecond = result.remoteBandwidthLimitBitsPerSecond
             setup.transportWideSequenceID = result.transportWideCCExtensionID
             setup.reducedSizeRTCP = result.reducedSizeRTCP

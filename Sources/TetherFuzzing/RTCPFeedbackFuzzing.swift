@@ -33,7 +33,7 @@ enum RTCPFeedbackFuzzing {
                 settings.bitrateBitsPerSecond >= 6_000 && settings.bitrateBitsPerSecond <= 510_000
                     && (0...100).contains(settings.expectedLossPercent)
                     && (0...LossAdaptation.maximumRedundantFrames).contains(settings.redundantFrames)
-                    && [20, 40, 60].contains(decision.frameMilliseconds) && decision.sendBitsPerSecond > 0,
+                    && [20, 40, 60, 120].contains(decision.frameMilliseconds) && decision.sendBitsPerSecond > 0,
                 "a decision out of bounds: \(decision)")
         }
 

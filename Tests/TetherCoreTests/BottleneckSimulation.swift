@@ -1,7 +1,8 @@
 import TetherCore
 
 /// A path with a bottleneck, simulated on a manual clock: a token-bucket link (what `tc tbf`
-/// does: `rate`, and a queue that drops what would wait longer than `queueMilliseconds`), a fixed
+/// does: `rate`, a bucket of `burstBytes`, and a queue that drops what would wait longer than
+/// `queueMilliseconds`), a fixed
 /// one-way propagation delay each way, seeded random loss before the queue, and optionally
 /// competing traffic that takes a share of the link. A ``SendRateController`` sends through it;
 /// the receiver answers with transport-cc feedback (every 100 ms) or receiver reports (every
@@ -18,6 +19,11 @@ struct BottleneckSimulation {
         var randomLoss: Double = 0
         /// Another flow through the same queue, bits per second, sent smoothly.
         var competingBitsPerSecond: Double = 0
+        /// The token bucket's depth, bytes (`tc tbf … burst`: the lab shapes with 3000): a packet
+        /// leaves at once while the bucket holds its size, so a stream a little over the rate
+        /// shows no queue until the bucket is empty. 0: every packet waits its own transmission
+        /// time, as on a slow serial link.
+        var burstBytes: Double = 0
     }
 
     struct Packet {
@@ -45,6 +51,8 @@ struct BottleneckSimulation {
     private var now: UInt64 = 1_000_000_000
     /// When the bottleneck is free again (the token bucket's drain), nanoseconds.
     private var linkFreeAt: UInt64 = 0
+    /// The bucket's tokens (bytes) at `linkFreeAt`.
+    private var tokens: Double = 0
     private var nextSendAt: UInt64 = 1_000_000_000
     private var nextFeedbackAt: UInt64 = 1_100_000_000
     private var nextReportAt: UInt64 = 2_000_000_000
@@ -117,7 +125,21 @@ struct BottleneckSimulation {
         let start = max(time, linkFreeAt)
         let wait = Double(start - time) / 1e6
         guard wait <= link.queueMilliseconds else { return nil }
-        linkFreeAt = start + UInt64(Double(bytes * 8) / link.rateBitsPerSecond * 1e9)
+        let bytesPerNanosecond = link.rateBitsPerSecond / 8 / 1e9
+        guard link.burstBytes > 0 else {
+            linkFreeAt = start + UInt64(Double(bytes) / bytesPerNanosecond)
+            return linkFreeAt
+        }
+        // Tokens earned since the last packet left (the bucket holds at most `burstBytes`, and
+        // always one packet's worth: a packet larger than the bucket still passes at the rate).
+        let available = min(max(link.burstBytes, Double(bytes)), tokens + Double(start - linkFreeAt) * bytesPerNanosecond)
+        if available >= Double(bytes) {
+            tokens = available - Double(bytes)
+            linkFreeAt = start
+        } else {
+            linkFreeAt = start + UInt64((Double(bytes) - available) / bytesPerNanosecond)
+            tokens = 0
+        }
         return linkFreeAt
     }
 

@@ -72,10 +72,12 @@ struct MediaLoopAllocationTests {
         transport: ICETransport, ring: PacketRing, worker: MediaWorker = MediaWorker(driven: true, clock: manualClock),
         send: SRTPKeyMaterial,
         receive: SRTPKeyMaterial, capture: SPSCRing<Int16>, playback: SPSCRing<Int16>, telephoneEvent: TelephoneEventFormat? = nil,
-        voice: Bool = false, red: Bool = false
+        voice: Bool = false, red: Bool = false, frameMilliseconds: Int = 20, peerCap: Int? = nil
     ) throws -> MediaLoop {
+        var opus = OpusConfiguration()
+        opus.frameDurationMilliseconds = frameMilliseconds
         var setup = MediaLoop.Setup(
-                encoder: try OpusEncoder(configuration: OpusConfiguration()), decoder: try OpusDecoder(),
+                encoder: try OpusEncoder(configuration: opus), decoder: try OpusDecoder(),
                 outbound: try SRTPContext(direction: .outbound, key: send), inbound: try SRTPContext(direction: .inbound, key: receive),
                 transport: transport, receiveRing: ring, captureRing: capture, playbackRing: playback, worker: worker,
                 payloadType: 111, cname: "alloc-test", jitterBufferTargetMilliseconds: 40, rtcpIntervalSeconds: 0.5,
@@ -98,7 +100,80 @@ struct MediaLoopAllocationTests {
         setup.rateControl = !red
         setup.transportWideSequenceID = telephoneEvent == nil ? 3 : nil
         setup.reducedSizeRTCP = telephoneEvent == nil
+        if let cap = peerCap {
+            // A peer that takes 120 ms packets and caps what we send: the longest packets.
+            setup.maximumPacketMilliseconds = 120
+            setup.peerBandwidthLimitBitsPerSecond = cap
+        }
         return MediaLoop(setup)
+    }
+
+    /// Packets of 120 ms (a peer capping us at 20 kb/s, with `maxptime:120`) gathered from
+    /// frames of 10 and 20 ms: twelve or six frames a packet fit the gathering buffer (it held
+    /// three, and ten-millisecond frames in 40 or 60 ms packets wrote past its end — the address
+    /// sanitizer's run of this test shows it), and the receiver decodes each packet into its
+    /// frames: the tone comes through whole.
+    @Test(arguments: [10, 20])
+    func longPacketsOfShortFramesFitTheirBuffers(frameMilliseconds: Int) throws {
+        let net = try ConnectedTransports()
+        defer {
+            net.a.close()
+            net.b.close()
+        }
+        let keyA = SRTPKeyMaterial.generate(for: .aesCM128HMACSHA1_80)
+        let keyB = SRTPKeyMaterial.generate(for: .aesCM128HMACSHA1_80)
+        let captureA = SPSCRing<Int16>(capacity: 16384)
+        let playbackB = SPSCRing<Int16>(capacity: 16384)
+        let loopA = try loop(
+            transport: net.a, ring: net.ringA, send: keyA, receive: keyB, capture: captureA, playback: SPSCRing<Int16>(capacity: 4096),
+            frameMilliseconds: frameMilliseconds, peerCap: 20_000)
+        let loopB = try loop(
+            transport: net.b, ring: net.ringB, send: keyB, receive: keyA, capture: SPSCRing<Int16>(capacity: 16384), playback: playbackB,
+            frameMilliseconds: frameMilliseconds, peerCap: 20_000)
+        let samples = 48 * frameMilliseconds
+        let frame = UnsafeMutableBufferPointer<Int16>.allocate(capacity: samples)
+        defer { frame.deallocate() }
+        let sink = UnsafeMutableBufferPointer<Int16>.allocate(capacity: samples)
+        defer { sink.deallocate() }
+        var phase = 0.0
+        var played: [Double] = []
+        let framesPerPacket = 120 / frameMilliseconds
+        // Six seconds of a 440 Hz tone, one frame a period on the manual clock.
+        for i in 0..<(6000 / frameMilliseconds) {
+            for s in 0..<samples {
+                frame[s] = Int16(8000 * sin(phase))
+                phase += 2 * Double.pi * 440 / 48_000
+            }
+            _ = captureA.writeAll(UnsafeBufferPointer(frame))
+            let now = advanceManualClock(byNanoseconds: UInt64(frameMilliseconds) * 1_000_000 - 1_000_000)
+            loopA.processOnce(now: now)
+            if i % framesPerPacket == framesPerPacket - 1 {
+                // A packet left: wait for it to come round through libnice.
+                let deadline = MonotonicClock.nanoseconds() + 2_000_000_000
+                while net.ringB.count == 0 {
+                    let ticket = net.wakeB.prepareToWait()
+                    if net.ringB.count > 0 || !net.wakeB.wait(ticket, untilMonotonicNanoseconds: deadline) { break }
+                }
+            }
+            loopB.processOnce(now: advanceManualClock(byNanoseconds: 1_000_000))
+            // The device takes a frame a period.
+            if playbackB.availableToRead >= samples {
+                _ = playbackB.read(into: sink)
+                played.append(sqrt(sink.reduce(0.0) { $0 + Double($1) * Double($1) } / Double(samples)))
+            }
+        }
+        loopA.publish()
+        loopB.publish()
+        let a = loopA.counters.read()
+        let b = loopB.counters.read()
+        // One packet per 120 ms, every one received and decoded into its frames.
+        #expect(a.packetsSent >= 6000 / 120 - 2 && a.packetsSent <= 6000 / 120)
+        #expect(b.packetsReceived == a.packetsSent && b.malformedPackets == 0)
+        #expect(b.framesDecoded >= (a.packetsSent - 2) * framesPerPacket, "\(b.framesDecoded) frames from \(a.packetsSent) packets")
+        // The last two seconds played are the tone throughout (RMS of a 8000-peak sine: 5657;
+        // a frame of concealment or silence falls far under).
+        let last = played.suffix(2000 / frameMilliseconds)
+        #expect(last.count == 2000 / frameMilliseconds && last.allSatisfy { $0 > 3000 }, "\(last.map { Int($0) })")
     }
 
     /// Allocations libsrtp makes per protect and per unprotect (Debian's NSS build allocates).

@@ -9,7 +9,10 @@ import Glibc
 ///   the rate the peer acknowledged receiving (at most once per round trip, 10–200 ms); while the
 ///   queue is steady it grows, by 8 % a second far from the last drop and by about one packet
 ///   per response time (RTT + 100 ms) near it; while it drains it holds. It never runs more than
-///   1.5 × the acknowledged rate + 10 kb/s ahead of what the path has carried.
+///   1.5 × the acknowledged rate + 10 kb/s ahead of what the path has carried. The link capacity
+///   (an average of the acknowledged rates at drops) starts over when a drop comes far under it
+///   (the link narrowed), so after the link widens again the climb back is not held to a
+///   packet per response time through the old range.
 /// - **With receiver reports only** (baresip, GStreamer: no per-packet feedback): the round-trip
 ///   time over its minimum (the last 30 s) is the queue. `rttOverusePercent`-style rules: a
 ///   queue of `queueOveruseMilliseconds` (60) or more, or one growing by 30 ms or more between
@@ -248,7 +251,12 @@ public struct BandwidthEstimator: Sendable {
                 // not compounded).
                 let basis = acknowledgedBitsPerSecond ?? estimate
                 let dropped = beta * basis
-                if let capacity = linkCapacity {
+                if let capacity = linkCapacity, basis < capacity - 2 * capacityDeviation(capacity) {
+                    // Far under where it used to drop: the link narrowed. The capacity starts
+                    // over from here (an average would take dozens of drops to come down, and
+                    // hold the growth to its slow pace all the way back up after the link widens).
+                    linkCapacity = basis
+                } else if let capacity = linkCapacity {
                     // libwebrtc's link capacity: an average of the rates at drops, its variance
                     // normalised by the capacity in kb/s.
                     linkCapacity = 0.95 * capacity + 0.05 * basis
@@ -329,12 +337,18 @@ public struct BandwidthEstimator: Sendable {
         return target
     }
 
+    /// The link capacity's standard deviation, bits per second (libwebrtc's: the variance is
+    /// normalised by the capacity in kb/s).
+    private func capacityDeviation(_ capacity: Double) -> Double {
+        sqrt(linkCapacityVariance * capacity / 1000) * 1000
+    }
+
     private mutating func increased(_ estimate: Double, elapsed: Double, rtt: Double) -> Double {
         if inSlowStart {
             return estimate * pow(slowStartFactorPerSecond, elapsed)
         }
         if let capacity = linkCapacity {
-            let deviation = sqrt(linkCapacityVariance * capacity / 1000) * 1000
+            let deviation = capacityDeviation(capacity)
             if estimate > capacity + 2 * deviation {
                 linkCapacity = nil  // the path changed: far above where it used to drop
             } else if estimate >= capacity - 2 * deviation {
@@ -372,15 +386,19 @@ struct AcknowledgedRate: Sendable {
         let newest = arrivals[(next + 63) % 64]
         var oldest = newest
         var bytes = 0
+        var oldestBytes = 0
         for i in 0..<count {
             let index = (next + 63 - i) % 64
             guard newest - arrivals[index] <= 1_000_000 else { break }
             oldest = arrivals[index]
             bytes += sizes[index]
+            oldestBytes = sizes[index]
         }
         let span = Double(newest - oldest) / 1e6
         guard span >= 0.2 else { return nil }
-        return Double(bytes * 8) / span
+        // The span runs from the oldest packet's arrival: its bytes came before it. (Counting
+        // them read 9 packets of 120 ms as 9/8 of the rate, and the rate at drops 14 % high.)
+        return Double((bytes - oldestBytes) * 8) / span
     }
 }
 

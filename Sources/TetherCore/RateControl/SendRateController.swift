@@ -1,21 +1,25 @@
 /// The sender's one decision-maker for what it puts on the path (sans-IO: every input carries
-/// `now`, monotonic nanoseconds): the Opus bitrate, the packet duration (20, 40 or 60 ms), in-band
+/// `now`, monotonic nanoseconds): the Opus bitrate, the packet duration (20, 40, 60 or 120 ms), in-band
 /// FEC and RED depth, together, inside the bandwidth the path gives (``BandwidthEstimator``).
 ///
 /// - **The budget** is 85 % of the estimate (the rest is headroom: the feedback and reports
 ///   sharing the path, the estimate's own swings), capped by the peer's `b=AS`/`b=TIAS`, and
 ///   everything counts against it: the payload with its RED copies, and every header — a
 ///   link-layer header, IP, UDP, RTP, the transport-wide sequence extension and the SRTP tag,
-///   72 bytes a packet over Ethernet and IPv4 (29 kb/s at 20 ms, 14 at 40 ms, 10 at 60 ms).
+///   72 bytes a packet over Ethernet and IPv4 (29 kb/s at 20 ms, 14 at 40 ms, 10 at 60 ms, 5 at
+///   120 ms).
 /// - **Protection for random loss only.** ``LossAdaptation`` chooses FEC and RED from the loss the
 ///   peer reports, but loss that comes with a queue (``BandwidthEstimator/lossIsCongestion``) is
 ///   not given to it: that loss is answered by sending less, never by sending more.
 /// - **The allocation**: what the loss adaptation wants (its bitrate and RED depth) at 20 ms when
 ///   it fits; if not, less RED (down to one frame back, then FEC instead); if even that does not
 ///   fit, the bitrate the budget leaves after the headers — at 20 ms while that is at least
-///   20 kb/s, at 40 ms while at least 14 kb/s there, else at 60 ms (never under 6 kb/s). A
-///   longer packet is taken back only when the shorter one fits with 10 % to spare, so the
-///   duration does not flap. RED only at 20 ms (its copies assume one frame a packet).
+///   20 kb/s, at 40 ms while at least 14 kb/s there, at 60 ms while at least 12 kb/s there,
+///   else at 120 ms where the peer's `maxptime` allows (never under 6 kb/s): on a 24 kb/s link
+///   120 ms packets leave Opus about 15 kb/s against 10 at 60 ms, the difference between
+///   muffled and clear wideband speech. A longer packet is taken back only when the shorter one
+///   fits with 10 % to spare, so the duration does not flap. RED only at 20 ms (its copies
+///   assume one frame a packet).
 /// - **Start**: the estimate's start rate (64 kb/s) before any feedback: 20 ms packets at
 ///   25.6 kb/s of Opus (54 kb/s on the wire, inside a 64 kb/s link), no RED until the estimate
 ///   has room for it; the estimate's slow start brings the wished bitrate within a second.
@@ -26,7 +30,7 @@ public struct SendRateController: Sendable {
     public struct Decision: Sendable, Equatable {
         /// The encoder's settings (bitrate of Opus alone, FEC, expected loss, RED frames).
         public var settings: LossAdaptation.Settings
-        /// Packet duration in milliseconds (20, 40 or 60).
+        /// Packet duration in milliseconds (20, 40, 60 or 120).
         public var frameMilliseconds: Int
         /// The budget this decision fits in, bits per second on the wire.
         public var budgetBitsPerSecond: Int
@@ -55,8 +59,8 @@ public struct SendRateController: Sendable {
     public let headerBytes: Int
     /// The share of the estimate the stream may use.
     public static let budgetShare = 0.85
-    /// The longest packet duration allowed (the peer's `maxptime` caps it): 20, 40 or 60; the
-    /// durations are 20 ms steps up to it.
+    /// The longest packet duration allowed (the peer's `maxptime` caps it): 20, 40, 60 or 120;
+    /// the durations are those of ``longerPacket(than:)`` up to it.
     public let maximumFrameMilliseconds: Int
     /// The peer's cap on what we send (`b=AS` or `b=TIAS`, with headers), bits per second.
     public var peerCapBitsPerSecond: Int?
@@ -65,6 +69,20 @@ public struct SendRateController: Sendable {
     /// The lowest Opus bitrate each duration is chosen for (below it the next longer one is).
     public static let opusFloorAt20 = 20_000
     public static let opusFloorAt40 = 14_000
+    public static let opusFloorAt60 = 12_000
+    /// The packet duration after `milliseconds` among those the controller chooses from (20,
+    /// 40, 60, 120; Opus takes 80 and 100 too, which would only add steps to flap between),
+    /// nil after the longest. (A function, not an array: the allocation runs on the media
+    /// thread, which touches no reference-counted storage.)
+    public static func longerPacket(than milliseconds: Int) -> Int? {
+        switch milliseconds {
+        case ..<20: 20
+        case 20..<40: 40
+        case 40..<60: 60
+        case 60..<120: 120
+        default: nil
+        }
+    }
 
     /// The decision in force.
     public private(set) var decision: Decision
@@ -74,7 +92,8 @@ public struct SendRateController: Sendable {
     ///     8 with the transport-wide sequence extension + the SRTP tag (10 for
     ///     AES-CM-HMAC-SHA1-80, 16 for GCM).
     ///   - maximumFrameMilliseconds: the longest packet the peer takes (its `maxptime`; 60 when it
-    ///     says nothing, 20 to keep packets short).
+    ///     says nothing, 20 to keep packets short): the longest duration the controller chooses from
+    ///     (``longerPacket(than:)``) not over it.
     public init(
         lossAdaptation: LossAdaptation, estimator: BandwidthEstimator = BandwidthEstimator(), usesTransportFeedback: Bool,
         headerBytes: Int = 72, maximumFrameMilliseconds: Int = 60, peerCapBitsPerSecond: Int? = nil, controlsRate: Bool = true
@@ -84,7 +103,9 @@ public struct SendRateController: Sendable {
         self.usesTransportFeedback = usesTransportFeedback
         self.controlsRate = controlsRate
         self.headerBytes = max(0, headerBytes)
-        self.maximumFrameMilliseconds = min(60, max(20, maximumFrameMilliseconds / 20 * 20))
+        var longest = 20
+        while let next = Self.longerPacket(than: longest), next <= maximumFrameMilliseconds { longest = next }
+        self.maximumFrameMilliseconds = longest
         self.peerCapBitsPerSecond = peerCapBitsPerSecond
         decision = Decision(settings: lossAdaptation.settings, frameMilliseconds: 20, budgetBitsPerSecond: 0, sendBitsPerSecond: 0)
         decision = allocate(previous: nil)
@@ -184,18 +205,19 @@ public struct SendRateController: Sendable {
             settings.expectedLossPercent = max(wish.expectedLossPercent, lossAdaptation.estimatedLossPercent)
             settings.inBandFEC = lossAdaptation.peerAcceptsFEC && settings.expectedLossPercent > 0
         }
-        // (A plain loop over 20 ms steps: no collection, nothing allocated on the media thread.)
+        // (A plain loop: no collection, nothing allocated on the media thread.)
         var chosen = maximumFrameMilliseconds
-        var duration = 20
-        while duration <= maximumFrameMilliseconds {
-            let floor = duration == 20 ? Self.opusFloorAt20 : duration == 40 ? Self.opusFloorAt40 : Self.minimumOpusBitsPerSecond
+        var next: Int? = 20
+        while let duration = next, duration <= maximumFrameMilliseconds {
+            next = Self.longerPacket(than: duration)
+            let floor = duration == maximumFrameMilliseconds ? Self.minimumOpusBitsPerSecond
+                : duration == 20 ? Self.opusFloorAt20 : duration == 40 ? Self.opusFloorAt40 : Self.opusFloorAt60
             // Moving to a shorter packet than the one in force needs 10 % to spare.
             let margin = (previous?.frameMilliseconds ?? duration) > duration ? 1.1 : 1.0
             if Double(opusBits(budget: budget, frameMilliseconds: duration)) >= Double(floor) * margin {
                 chosen = duration
                 break
             }
-            duration += 20
         }
         let opus = min(wish.bitrateBitsPerSecond, max(Self.minimumOpusBitsPerSecond, opusBits(budget: budget, frameMilliseconds: chosen)))
         settings.bitrateBitsPerSecond = opus
