@@ -587,6 +587,9 @@ final class MediaLoop: @unchecked Sendable {
         alternateDTMFReceiver?.reset()
         remoteSSRC = ssrc
         peerReports.peerSourceChanged()
+        // The new source's transport-wide sequence starts wherever its sender's does.
+        feedbackRecorder?.reset()
+        nextFeedback = 0
     }
 
     private func handleDatagram(_ buffer: UnsafeMutableRawBufferPointer, arrivalNanoseconds: UInt64) {

@@ -205,6 +205,18 @@ public final class TransportFeedbackRecorder {
         deltas.deallocate()
     }
 
+    /// Forgets every packet: the peer's stream is another's now (a call moved to another
+    /// device, whose transport-wide sequence has nothing to do with the last one's). Without
+    /// this its first packets read as far behind (ignored) or far ahead (the gap reported lost).
+    /// - Note: No allocation.
+    public func reset() {
+        arrivals.update(repeating: 0, count: Self.capacity)
+        hasPackets = false
+        highest = 0
+        nextToReport = 0
+        unreportedPackets = 0
+    }
+
     /// A packet with transport-wide sequence number `sequence` arrived at `arrivalNanoseconds`
     /// (monotonic). Packets from before the last feedback's range are ignored (they were
     /// reported lost), and so are duplicates. - Note: No allocation.

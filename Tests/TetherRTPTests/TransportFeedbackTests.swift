@@ -68,6 +68,30 @@ struct TransportFeedbackTests {
         #expect(again == 0)
     }
 
+    /// The call moves to another device: its packets' transport-wide sequence starts anywhere.
+    /// After `reset()` the recorder reports the new sender's packets alone, every one received.
+    /// (Without it, a new sequence behind the old was ignored, and one far ahead reported the
+    /// gap lost: the new sender read loss and a queue that were not there, and cut its rate.)
+    @Test func aNewSendersSequenceStartsAfresh() throws {
+        let recorder = TransportFeedbackRecorder()
+        for i in 0..<50 { recorder.record(sequence: UInt16(30_000 + i), arrivalNanoseconds: 1_000_000_000 + UInt64(i) * 20_000_000) }
+        var buffer = [UInt8](repeating: 0, count: 1500)
+        _ = buffer.withUnsafeMutableBytes { recorder.writeFeedback(into: $0, at: 0, senderSSRC: 9, mediaSSRC: 8) }
+        for behind in [false, true] {
+            recorder.reset()
+            let history = TransportSendHistory(firstSequence: behind ? 100 : 60_000)
+            for i in 0..<20 {
+                let at = 3_000_000_000 + UInt64(i) * 20_000_000
+                recorder.record(sequence: history.stamp(bytes: 120, sentNanoseconds: at), arrivalNanoseconds: at + 10_000_000)
+            }
+            let length = try #require(buffer.withUnsafeMutableBytes { recorder.writeFeedback(into: $0, at: 0, senderSSRC: 9, mediaSSRC: 8) })
+            var results: [TransportSendHistory.Result] = []
+            _ = Array(buffer[4..<length]).withUnsafeBytes { body in history.readFeedback(body: body) { results.append($0) } }
+            #expect(results.count == 20 && results.allSatisfy { $0.arrivalMicroseconds != nil }, "behind: \(behind)")
+            #expect(history.reportedLost == 0)
+        }
+    }
+
     /// Long runs and a large gap: a run-length chunk, a two-bit vector for a large delta, and
     /// the reference time carried across two feedbacks (its 24 bits unwrapped by the history).
     @Test func runsLargeDeltasAndConsecutiveFeedbacks() throws {

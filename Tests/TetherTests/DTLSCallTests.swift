@@ -179,9 +179,10 @@ struct DTLSCallTests {
         #expect(await waitUntil(timeoutSeconds: 10) { b2.statistics().packetsReceived > 25 })
         #expect(await a.dtlsHandshakesCompleted == 2)
         #expect(await !a.dtlsHandshakeDeadlineArmed)  // the second association's deadline is disarmed too
-        // A decrypts B2's packets with the new association's keys.
-        let received = a.statistics().packetsReceived
-        #expect(await waitUntil(timeoutSeconds: 5) { a.statistics().packetsReceived > received + 50 })
+        // A decrypts B2's packets with the new association's keys: a second of B2's audio decoded
+        // (counted in frames: the rate control may lengthen B2's packets up to 120 ms).
+        let decoded = a.statistics().framesDecoded
+        #expect(await waitUntil(timeoutSeconds: 5) { a.statistics().framesDecoded > decoded + 50 })
         // B1, dropped, says BYE with the old keys: A no longer accepts them, and goes on.
         await b1.hangUp()
         try await Task.sleep(for: .milliseconds(1000))
@@ -207,8 +208,9 @@ struct DTLSCallTests {
         let answer = try await b2.acceptOffer(restartOffer)
         try await a.applyAnswer(answer)
         #expect(await waitUntil(timeoutSeconds: 10) { b2.statistics().packetsReceived > 25 })
-        let received = a.statistics().packetsReceived
-        #expect(await waitUntil(timeoutSeconds: 5) { a.statistics().packetsReceived > received + 50 })
+        // A second of B2's audio decoded with the new keys (in frames, whatever B2's packets' length).
+        let decoded = a.statistics().framesDecoded
+        #expect(await waitUntil(timeoutSeconds: 5) { a.statistics().framesDecoded > decoded + 50 })
         await b1.hangUp()
         try await Task.sleep(for: .milliseconds(500))
         #expect(a.state == .established)
