@@ -277,7 +277,8 @@ final class MediaLoop: @unchecked Sendable {
         redundantBlock = .allocate(capacity: LossAdaptation.maximumRedundantFrames)
         redundancyInUse = start.settings.redundancy ? setup.redundantAudio : nil
         redundantFramesInUse = start.settings.redundantFrames
-        framesPerPacket = min(maximumFramesPerPacket, max(1, start.frameMilliseconds / setup.encoder.configuration.frameDurationMilliseconds))
+        framesPerPacket = Self.frames(
+            inPacketOf: start.frameMilliseconds, frameMilliseconds: setup.encoder.configuration.frameDurationMilliseconds, maximum: maximumFramesPerPacket)
         nextFramesPerPacket = framesPerPacket
         stats.encoderRedundantFrames = redundancyInUse != nil ? redundantFramesInUse : 0
         rtcpBuffer = .allocate(byteCount: 1500, alignment: 16)
@@ -822,10 +823,17 @@ final class MediaLoop: @unchecked Sendable {
         noteRateState(now: arrivalNanoseconds)
     }
 
+    /// Frames of `frameMilliseconds` in a packet of `milliseconds`, one to `maximum` (what the
+    /// gathering buffer holds).
+    private static func frames(inPacketOf milliseconds: Int, frameMilliseconds: Int, maximum: Int) -> Int {
+        min(maximum, max(1, milliseconds / frameMilliseconds))
+    }
+
     /// Takes a rate-control decision: the encoder's settings, RED, and the packet duration
     /// (from the next packet on).
     private func apply(_ decision: SendRateController.Decision, now: UInt64) {
-        let frames = min(maximumFramesPerPacket, max(1, decision.frameMilliseconds / Int(frameNanoseconds / 1_000_000)))
+        let frames = Self.frames(
+            inPacketOf: decision.frameMilliseconds, frameMilliseconds: Int(frameNanoseconds / 1_000_000), maximum: maximumFramesPerPacket)
         if frames != nextFramesPerPacket {
             nextFramesPerPacket = frames
             stats.packetMilliseconds = decision.frameMilliseconds

@@ -28,6 +28,9 @@ private struct ConnectedTransports {
     let ringB = PacketRing(slotCount: 256)
     let wakeA: EventCount
     let wakeB: EventCount
+    /// The keys A and B send with.
+    let keyA = SRTPKeyMaterial.generate(for: .aesCM128HMACSHA1_80)
+    let keyB = SRTPKeyMaterial.generate(for: .aesCM128HMACSHA1_80)
 
     /// - Parameter wakeup: what both transports signal for a received datagram (a media worker's);
     ///   by default each has its own.
@@ -63,6 +66,11 @@ private struct ConnectedTransports {
         try a.setRemote(ufrag: cb.ufrag, password: cb.password, candidates: c[1] ?? [])
         try b.setRemote(ufrag: ca.ufrag, password: ca.password, candidates: c[0] ?? [])
         while ready.withLock({ $0.count }) < 2, signal.wait(untilMonotonicNanoseconds: deadline) {}
+    }
+
+    func close() {
+        a.close()
+        b.close()
     }
 }
 
@@ -116,12 +124,8 @@ struct MediaLoopAllocationTests {
     @Test(arguments: [10, 20])
     func longPacketsOfShortFramesFitTheirBuffers(frameMilliseconds: Int) throws {
         let net = try ConnectedTransports()
-        defer {
-            net.a.close()
-            net.b.close()
-        }
-        let keyA = SRTPKeyMaterial.generate(for: .aesCM128HMACSHA1_80)
-        let keyB = SRTPKeyMaterial.generate(for: .aesCM128HMACSHA1_80)
+        defer { net.close() }
+        let (keyA, keyB) = (net.keyA, net.keyB)
         let captureA = SPSCRing<Int16>(capacity: 16384)
         let playbackB = SPSCRing<Int16>(capacity: 16384)
         let loopA = try loop(
@@ -248,12 +252,8 @@ struct MediaLoopAllocationTests {
                     (false, false, false, true)])
     func sendAndReceivePathsAllocateNothingOfTheirOwn(dtmf: Bool, voice: Bool, red: Bool, forged: Bool) throws {
         let net = try ConnectedTransports()
-        defer {
-            net.a.close()
-            net.b.close()
-        }
-        let keyA = SRTPKeyMaterial.generate(for: .aesCM128HMACSHA1_80)
-        let keyB = SRTPKeyMaterial.generate(for: .aesCM128HMACSHA1_80)
+        defer { net.close() }
+        let (keyA, keyB) = (net.keyA, net.keyB)
         let captureA = SPSCRing<Int16>(capacity: 8192)
         let playbackA = SPSCRing<Int16>(capacity: 4096)
         let captureB = SPSCRing<Int16>(capacity: 8192)
@@ -425,12 +425,8 @@ struct MediaLoopAllocationTests {
     func workerPassesAllocateNothingOfTheirOwn() throws {
         let worker = MediaWorker(driven: true, clock: manualClock)
         let net = try ConnectedTransports(wakeup: worker.wakeup)
-        defer {
-            net.a.close()
-            net.b.close()
-        }
-        let keyA = SRTPKeyMaterial.generate(for: .aesCM128HMACSHA1_80)
-        let keyB = SRTPKeyMaterial.generate(for: .aesCM128HMACSHA1_80)
+        defer { net.close() }
+        let (keyA, keyB) = (net.keyA, net.keyB)
         let capture = (a: SPSCRing<Int16>(capacity: 8192), b: SPSCRing<Int16>(capacity: 8192))
         let playback = (a: SPSCRing<Int16>(capacity: 4096), b: SPSCRing<Int16>(capacity: 4096))
         let loopA = try loop(

@@ -16,8 +16,7 @@
 ///   fit, the bitrate the budget leaves after the headers — at 20 ms while that is at least
 ///   20 kb/s, at 40 ms while at least 14 kb/s there, at 60 ms while at least 12 kb/s there,
 ///   else at 120 ms where the peer's `maxptime` allows (never under 6 kb/s): on a 24 kb/s link
-///   120 ms packets leave Opus about 15 kb/s against 10 at 60 ms, the difference between
-///   muffled and clear wideband speech. A longer packet is taken back only when the shorter one
+///   (a 20 kb/s budget) 120 ms packets leave Opus 15 kb/s against 10 at 60 ms. A longer packet is taken back only when the shorter one
 ///   fits with 10 % to spare, so the duration does not flap. RED only at 20 ms (its copies
 ///   assume one frame a packet).
 /// - **Start**: the estimate's start rate (64 kb/s) before any feedback: 20 ms packets at
@@ -66,10 +65,15 @@ public struct SendRateController: Sendable {
     public var peerCapBitsPerSecond: Int?
     /// Opus never goes under this.
     public static let minimumOpusBitsPerSecond = 6_000
-    /// The lowest Opus bitrate each duration is chosen for (below it the next longer one is).
-    public static let opusFloorAt20 = 20_000
-    public static let opusFloorAt40 = 14_000
-    public static let opusFloorAt60 = 12_000
+    /// The lowest Opus bitrate a duration is chosen for while a longer one is allowed (below it
+    /// the next longer one is): 20 kb/s at 20 ms, 14 at 40, 12 at 60.
+    public static func opusFloor(atPacket milliseconds: Int) -> Int {
+        switch milliseconds {
+        case ..<40: 20_000
+        case 40..<60: 14_000
+        default: 12_000
+        }
+    }
     /// The packet duration after `milliseconds` among those the controller chooses from (20,
     /// 40, 60, 120; Opus takes 80 and 100 too, which would only add steps to flap between),
     /// nil after the longest. (A function, not an array: the allocation runs on the media
@@ -210,8 +214,7 @@ public struct SendRateController: Sendable {
         var next: Int? = 20
         while let duration = next, duration <= maximumFrameMilliseconds {
             next = Self.longerPacket(than: duration)
-            let floor = duration == maximumFrameMilliseconds ? Self.minimumOpusBitsPerSecond
-                : duration == 20 ? Self.opusFloorAt20 : duration == 40 ? Self.opusFloorAt40 : Self.opusFloorAt60
+            let floor = duration == maximumFrameMilliseconds ? Self.minimumOpusBitsPerSecond : Self.opusFloor(atPacket: duration)
             // Moving to a shorter packet than the one in force needs 10 % to spare.
             let margin = (previous?.frameMilliseconds ?? duration) > duration ? 1.1 : 1.0
             if Double(opusBits(budget: budget, frameMilliseconds: duration)) >= Double(floor) * margin {
