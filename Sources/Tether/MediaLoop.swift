@@ -194,8 +194,8 @@ final class MediaLoop: @unchecked Sendable {
     private let sendHistory = TransportSendHistory()
     /// When each of the peer's packets arrived, for the feedback we send it (transport-cc).
     private let feedbackRecorder: TransportFeedbackRecorder?
-    /// When our next transport-cc feedback is due (0: not yet scheduled).
-    private var nextFeedback: UInt64 = 0
+    /// When our transport-cc feedback is due.
+    private var feedbackSchedule = TransportFeedbackSchedule()
     /// Frames (of `frameSamples`) per packet now, and from the next packet on.
     private var framesPerPacket = 1
     private var nextFramesPerPacket = 1
@@ -361,7 +361,7 @@ final class MediaLoop: @unchecked Sendable {
         }
         var deadline = min(nextRTCP, nextPublish, now + frameNanoseconds)
         if syntheticFrameAt != 0 { deadline = min(deadline, syntheticFrameAt) }
-        if feedbackRecorder != nil && nextFeedback != 0 { deadline = min(deadline, nextFeedback) }
+        if feedbackRecorder != nil, let due = feedbackSchedule.due { deadline = min(deadline, due) }
         return deadline
     }
 
@@ -400,16 +400,10 @@ final class MediaLoop: @unchecked Sendable {
             nextRTCP = now + nanoseconds(seconds: setup.rtcpIntervalSeconds * randomUnit(1))
         }
         if let recorder = feedbackRecorder {
-            if recorder.unreportedPackets == 0 {
-                // Nothing to tell (the peer paused, holds, or its path is down): no deadline, or
-                // one left in the past would have the worker spin until the next packet.
-                nextFeedback = 0
-            } else {
-                if nextFeedback == 0 { nextFeedback = now + 100_000_000 }
-                if now >= nextFeedback {
-                    sendTransportFeedback(recorder, now: now)
-                    nextFeedback = now + feedbackInterval()
-                }
+            let interval = TransportFeedbackSchedule.interval(receivingBitsPerSecond: stats.receiveBitrateBitsPerSecond)
+            if feedbackSchedule.isDue(now: now, unreported: recorder.unreportedPackets, interval: interval) {
+                sendTransportFeedback(recorder, now: now)
+                feedbackSchedule.sent(now: now, interval: interval)
             }
         }
         if now >= nextPublish {
@@ -590,7 +584,7 @@ final class MediaLoop: @unchecked Sendable {
         peerReports.peerSourceChanged()
         // The new source's transport-wide sequence starts wherever its sender's does.
         feedbackRecorder?.reset()
-        nextFeedback = 0
+        feedbackSchedule.sourceChanged()
     }
 
     private func handleDatagram(_ buffer: UnsafeMutableRawBufferPointer, arrivalNanoseconds: UInt64) {
@@ -1172,14 +1166,6 @@ final class MediaLoop: @unchecked Sendable {
         } catch {
             localSendFailures += 1
         }
-    }
-
-    /// How long until the next transport-cc feedback: as libwebrtc does, about 5 % of what the
-    /// peer sends us (a feedback is ~70 bytes on the wire), between 100 and 500 ms.
-    private func feedbackInterval() -> UInt64 {
-        let receiving = max(8_000.0, Double(stats.receiveBitrateBitsPerSecond) + 20_000)
-        let seconds = min(0.5, max(0.1, 560 / (0.05 * receiving)))
-        return UInt64(seconds * 1e9)
     }
 
     private func sendRTCP(now: UInt64, bye: Bool) {
