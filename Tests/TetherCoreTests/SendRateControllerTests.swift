@@ -112,6 +112,72 @@ struct SendRateControllerTests {
         #expect(wide.allSatisfy { $0.frameMilliseconds == 20 && $0.opusBitsPerSecond == 32_000 }, "\(summary(simulation.seconds[38...]))")
     }
 
+    /// The same on a token bucket (`tc tbf … burst 3000`, as the lab shapes): the bucket hides
+    /// the queue for a second's worth of excess on the narrow link, and still the stream is back
+    /// to full within ten seconds of the widening.
+    @Test func aTokenBucketLinkThatNarrowsAndWidensAgainIsFollowed() {
+        var simulation = BottleneckSimulation(controller: controller(), link: .init(rateBitsPerSecond: 1_000_000, burstBytes: 3_000))
+        simulation.run(seconds: 65) { second, link in
+            link.rateBitsPerSecond = (20..<40).contains(second) ? 40_000 : 1_000_000
+        }
+        #expect(simulation.seconds[25..<40].allSatisfy { $0.queueMilliseconds < 300 && $0.lossFraction == 0 }, "\(summary(simulation.seconds[18..<42]))")
+        let wide = simulation.seconds[50...]
+        #expect(wide.allSatisfy { $0.frameMilliseconds == 20 && $0.opusBitsPerSecond == 32_000 }, "\(summary(simulation.seconds[38...]))")
+    }
+
+    /// One feedback whose every packet waited past the overuse threshold is overuse at once (a
+    /// token bucket's queue, once its bucket is empty, grows a few hundred milliseconds a second:
+    /// waiting for a second feedback, up to 500 ms later, let it reach 300 ms on 24 kb/s).
+    @Test func aFeedbackThatQueuedThroughoutIsOveruseAtOnce() {
+        var estimator = BandwidthEstimator(startBitsPerSecond: 40_000)
+        var now: UInt64 = 1_000_000_000
+        var sent: UInt64 = 1_000_000_000
+        // 120 ms packets of 300 bytes, 350 ms feedback: three seconds with no queue.
+        func feedback(queueMilliseconds: Double) {
+            for _ in 0..<3 {
+                let arrival = Int64(sent / 1000) + 20_000 + Int64(queueMilliseconds * 1000)
+                estimator.packetReported(sentNanoseconds: sent, bytes: 300, arrivalMicroseconds: arrival)
+                sent += 120_000_000
+            }
+            now = sent + 20_000_000
+            estimator.feedbackEnded(now: now)
+        }
+        for _ in 0..<9 { feedback(queueMilliseconds: 0) }
+        #expect(estimator.usage != .overusing)
+        let before = estimator.estimateBitsPerSecond
+        // The next feedback: every packet 80 ms late, and no later than the first of them.
+        feedback(queueMilliseconds: 80)
+        #expect(estimator.usage == .overusing)
+        #expect(estimator.estimateBitsPerSecond < before)
+    }
+
+    /// A pause in speech sends less for a second: the estimate is not pulled down to what that
+    /// second carried (1.5 × it + 10 kb/s) — the cap is what the last five seconds carried at most.
+    @Test func aPauseInSpeechDoesNotPullTheEstimateDown() {
+        var estimator = BandwidthEstimator(startBitsPerSecond: 40_000)
+        var sent: UInt64 = 1_000_000_000
+        var now: UInt64 = 0
+        // 20 ms packets of `bytes`, a feedback every 100 ms.
+        func feedback(bytes: Int, queueMilliseconds: Double = 0) {
+            for _ in 0..<5 {
+                let arrival = Int64(sent / 1000) + 20_000 + Int64(queueMilliseconds * 1000)
+                estimator.packetReported(sentNanoseconds: sent, bytes: bytes, arrivalMicroseconds: arrival)
+                sent += 20_000_000
+            }
+            now = sent + 20_000_000
+            estimator.feedbackEnded(now: now)
+        }
+        // 120 bytes + 42 below: ~65 kb/s. One overuse ends the slow start, then ten seconds clear.
+        for _ in 0..<20 { feedback(bytes: 120) }
+        feedback(bytes: 120, queueMilliseconds: 80)
+        for _ in 0..<100 { feedback(bytes: 120) }
+        let talking = estimator.estimateBitsPerSecond
+        #expect(talking > 1.5 * 33_000 + 10_000)  // over what the pause will carry
+        // A second of pause: 20-byte frames, ~25 kb/s.
+        for _ in 0..<10 { feedback(bytes: 20) }
+        #expect(estimator.estimateBitsPerSecond >= talking)
+    }
+
     /// Random loss on a wide path is the path's own: protection answers it (RED, as without rate
     /// control) and the estimate does not fall for it.
     @Test func randomLossIsNotTakenForCongestion() {

@@ -8,8 +8,10 @@ import Glibc
 ///   (``DelayGradientDetector``) drives an AIMD rate — on overuse the estimate drops to 0.85 of
 ///   the rate the peer acknowledged receiving (at most once per round trip, 10–200 ms); while the
 ///   queue is steady it grows, by 8 % a second far from the last drop and by about one packet
-///   per response time (RTT + 100 ms) near it; while it drains it holds. It never runs more than
-///   1.5 × the acknowledged rate + 10 kb/s ahead of what the path has carried. The link capacity
+///   per response time (RTT + 100 ms) near it; while it drains it holds. A queue that stays
+///   (two feedbacks in a row over 15 ms, or one over 60 ms throughout) is overuse too. It never
+///   runs more than 1.5 × the most the path acknowledged over the last five seconds + 10 kb/s
+///   ahead of what the path has carried (not the last second's: speech's pauses send less). The link capacity
 ///   (an average of the acknowledged rates at drops) starts over when a drop comes far under it
 ///   (the link narrowed), so after the link widens again the climb back is not held to a
 ///   packet per response time through the old range.
@@ -94,6 +96,8 @@ public struct BandwidthEstimator: Sendable {
     /// One-way delay (arrival − send) minimum over the window, microseconds.
     private var minimumOneWay = RunningMinimum(windowNanoseconds: 30_000_000_000)
     private var minimumRoundTrip = RunningMinimum(windowNanoseconds: 30_000_000_000)
+    /// The highest acknowledged rate over the last five seconds (negated: a running minimum).
+    private var peakAcknowledged = RunningMinimum(windowNanoseconds: 5_000_000_000)
     private var lastRoundTripQueue: Double?
     /// Feedback in the current report: packets and of those lost, and the smallest queueing
     /// delay of its packets (ms).
@@ -176,7 +180,12 @@ public struct BandwidthEstimator: Sendable {
         } else {
             standingQueueFeedbacks = 0
         }
-        if standingQueueFeedbacks >= 2, usage != .underusing {
+        // Two feedbacks in a row over the standing threshold, or one whose every packet queued
+        // past the overuse threshold (a token bucket's queue grows a few hundred ms a second
+        // once its bucket is empty: waiting for a second feedback, 100–500 ms later, let it
+        // reach 300 ms on a 24 kb/s link).
+        let overThreshold = feedbackMinimumQueue.isFinite && feedbackMinimumQueue >= queueOveruseMilliseconds
+        if standingQueueFeedbacks >= 2 || overThreshold, usage != .underusing {
             judged = .overusing
             if standingSince == nil { standingSince = (now, feedbackMinimumQueue) }
         }
@@ -195,6 +204,7 @@ public struct BandwidthEstimator: Sendable {
         feedbackLost = 0
         feedbackMinimumQueue = .infinity
         acknowledgedBitsPerSecond = acked.bitsPerSecond
+        if let acknowledged = acknowledgedBitsPerSecond { peakAcknowledged.add(-acknowledged, at: now) }
         usage = judged
         return update(usage: judged, now: now)
     }
@@ -290,9 +300,11 @@ public struct BandwidthEstimator: Sendable {
             // the path's own (a drop-tail queue drops only when full). Without, probe.
             estimate = probeLoss(estimate, now: now, rtt: rtt)
         }
-        // Never far ahead of what the path has carried.
+        // Never far ahead of what the path has carried lately: the peak of the last five
+        // seconds, not the last second's (speech's pauses send less, and held the estimate
+        // under the rate it had just carried while a widened link was being found).
         if let acknowledged = acknowledgedBitsPerSecond, !inSlowStart {
-            estimate = min(estimate, 1.5 * acknowledged + 10_000)
+            estimate = min(estimate, 1.5 * max(acknowledged, -peakAcknowledged.value) + 10_000)
         }
         estimateBitsPerSecond = min(maximumBitsPerSecond, max(minimumBitsPerSecond, estimate))
         return estimateBitsPerSecond
@@ -353,10 +365,12 @@ public struct BandwidthEstimator: Sendable {
                 linkCapacity = nil  // the path changed: far above where it used to drop
             } else if estimate >= capacity - 2 * deviation {
                 // Near the capacity: about one packet (~100 bytes) per response time, at most
-                // 2 kb/s a second (an audio stream's packets are small; libwebrtc's floor of 4
-                // is a video stream's).
+                // 6 % of the capacity a second, between 2 and 4 kb/s (libwebrtc's floor of 4 is a
+                // video stream's; an audio stream's packets are small). A flat 2 kb/s took 9–17 s
+                // to climb back through the band a 40 kb/s token bucket left when it widened.
                 let response = rtt + 0.1
-                return estimate + min(2_000, 800 / response) * elapsed
+                let step = min(4_000, max(2_000, 0.06 * capacity))
+                return estimate + min(step, 800 / response) * elapsed
             }
             return estimate + max(1_000 * elapsed, estimate * (pow(1.08, elapsed) - 1))
         }
