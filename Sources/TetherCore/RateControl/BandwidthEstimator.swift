@@ -10,11 +10,11 @@ import Glibc
 ///   queue is steady it grows, by 8 % a second far from the last drop and by about one packet
 ///   per response time (RTT + 100 ms) near it; while it drains it holds. A queue that stays
 ///   (two feedbacks in a row over 15 ms, or one over 60 ms throughout) is overuse too. It never
-///   runs more than 1.5 × the most the path acknowledged over the last five seconds + 10 kb/s
-///   ahead of what the path has carried (not the last second's: speech's pauses send less). The link capacity
-///   (an average of the acknowledged rates at drops) starts over when a drop comes far under it
-///   (the link narrowed), so after the link widens again the climb back is not held to a
-///   packet per response time through the old range.
+///   runs ahead of 1.5 × the most the path acknowledged over the last five seconds + 10 kb/s
+///   (the last second's alone fell with speech's pauses). The link capacity (an average of
+///   the acknowledged rates at drops) starts over when a drop comes far under it (the link
+///   narrowed), so after the link widens again the climb back is not held to a packet per
+///   response time through the old range.
 /// - **With receiver reports only** (baresip, GStreamer: no per-packet feedback): the round-trip
 ///   time over its minimum (the last 30 s) is the queue. `rttOverusePercent`-style rules: a
 ///   queue of `queueOveruseMilliseconds` (60) or more, or one growing by 30 ms or more between
