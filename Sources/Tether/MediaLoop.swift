@@ -361,7 +361,7 @@ final class MediaLoop: @unchecked Sendable {
         }
         var deadline = min(nextRTCP, nextPublish, now + frameNanoseconds)
         if syntheticFrameAt != 0 { deadline = min(deadline, syntheticFrameAt) }
-        if feedbackRecorder != nil, let due = feedbackSchedule.due { deadline = min(deadline, due) }
+        if let due = feedbackDue() { deadline = min(deadline, due) }
         return deadline
     }
 
@@ -399,12 +399,9 @@ final class MediaLoop: @unchecked Sendable {
             sendRTCP(now: now, bye: false)
             nextRTCP = now + nanoseconds(seconds: setup.rtcpIntervalSeconds * randomUnit(1))
         }
-        if let recorder = feedbackRecorder {
-            let interval = TransportFeedbackSchedule.interval(receivingBitsPerSecond: stats.receiveBitrateBitsPerSecond)
-            if feedbackSchedule.isDue(now: now, unreported: recorder.unreportedPackets, interval: interval) {
-                sendTransportFeedback(recorder, now: now)
-                feedbackSchedule.sent(now: now, interval: interval)
-            }
+        if let recorder = feedbackRecorder, let due = feedbackDue(), now >= due {
+            sendTransportFeedback(recorder, now: now)
+            feedbackSchedule.sent(now: now)
         }
         if now >= nextPublish {
             updateBitrates(now: now)
@@ -584,7 +581,6 @@ final class MediaLoop: @unchecked Sendable {
         peerReports.peerSourceChanged()
         // The new source's transport-wide sequence starts wherever its sender's does.
         feedbackRecorder?.reset()
-        feedbackSchedule.sourceChanged()
     }
 
     private func handleDatagram(_ buffer: UnsafeMutableRawBufferPointer, arrivalNanoseconds: UInt64) {
@@ -1166,6 +1162,14 @@ final class MediaLoop: @unchecked Sendable {
         } catch {
             localSendFailures += 1
         }
+    }
+
+    /// When our next transport-cc feedback is due (nil: none to send).
+    private func feedbackDue() -> UInt64? {
+        guard let recorder = feedbackRecorder else { return nil }
+        return feedbackSchedule.due(
+            unreported: recorder.unreportedPackets,
+            interval: TransportFeedbackSchedule.interval(receivingBitsPerSecond: stats.receiveBitrateBitsPerSecond))
     }
 
     private func sendRTCP(now: UInt64, bye: Bool) {

@@ -8,9 +8,7 @@
 /// a third of the link going back the other way, taken from our own media.
 ///
 /// A value type; no allocation.
-public struct TransportFeedbackSchedule: Sendable, Equatable {
-    /// When the next feedback is due (nil: nothing to report, no deadline).
-    public private(set) var due: UInt64?
+public struct TransportFeedbackSchedule: Sendable {
     /// When the last feedback left (nil: none yet).
     public private(set) var lastSent: UInt64?
 
@@ -23,28 +21,17 @@ public struct TransportFeedbackSchedule: Sendable, Equatable {
         return UInt64(seconds * 1e9)
     }
 
-    /// Whether a feedback is to be sent now. `unreported`: the peer's packets since the last
-    /// one; `interval` from ``interval(receivingBitsPerSecond:)``. When it says yes, send, then
-    /// call ``sent(now:interval:)``.
-    public mutating func isDue(now: UInt64, unreported: Int, interval: UInt64) -> Bool {
-        guard unreported > 0 else {
-            // Nothing to tell (the peer paused, holds, or its path is down): no deadline (one
-            // left in the past would have the worker spin until the next packet).
-            due = nil
-            return false
-        }
-        if due == nil { due = max(now, (lastSent ?? 0) &+ interval) }
-        return now >= due!
+    /// When the next feedback is due: an interval after the last one (at once before the first),
+    /// or nil with nothing to report (the peer paused, holds, or its path is down) — no deadline
+    /// then, as one left in the past would have the worker spin until the next packet.
+    /// `unreported`: the peer's packets since the last feedback.
+    public func due(unreported: Int, interval: UInt64) -> UInt64? {
+        guard unreported > 0 else { return nil }
+        return lastSent.map { $0 &+ interval } ?? 0
     }
 
     /// A feedback left at `now`.
-    public mutating func sent(now: UInt64, interval: UInt64) {
+    public mutating func sent(now: UInt64) {
         lastSent = now
-        due = now &+ interval
-    }
-
-    /// The peer's media comes from a new source: whatever was due waits for its packets.
-    public mutating func sourceChanged() {
-        due = nil
     }
 }

@@ -15,12 +15,13 @@ struct TransportFeedbackScheduleTests {
         let end = now + seconds * 1_000_000_000
         while now < end {
             if (now / 1_000_000) % packetMilliseconds == 0 { unreported += 1 }
-            if schedule.isDue(now: now, unreported: unreported, interval: interval) {
+            if let due = schedule.due(unreported: unreported, interval: interval), now >= due {
                 sent.append(now)
                 unreported = 0
-                schedule.sent(now: now, interval: interval)
+                schedule.sent(now: now)
             }
-            if let due = schedule.due { #expect(due > now) }  // never a deadline already past
+            // Never a deadline already past.
+            if let due = schedule.due(unreported: unreported, interval: interval) { #expect(due > now) }
             now += 10_000_000
         }
         return sent
@@ -54,28 +55,21 @@ struct TransportFeedbackScheduleTests {
     @Test func aPauseHasNoDeadlineAndTheFirstPacketAfterItWaitsOnlyForTheInterval() {
         var schedule = TransportFeedbackSchedule()
         let interval: UInt64 = 300_000_000
-        var isDue = schedule.isDue(now: 1_000_000_000, unreported: 1, interval: interval)
-        #expect(isDue)
-        schedule.sent(now: 1_000_000_000, interval: interval)
-        isDue = schedule.isDue(now: 1_050_000_000, unreported: 0, interval: interval)
-        #expect(!isDue)
-        #expect(schedule.due == nil)
+        func isDue(_ now: UInt64, unreported: Int) -> Bool {
+            schedule.due(unreported: unreported, interval: interval).map { now >= $0 } ?? false
+        }
+        #expect(isDue(1_000_000_000, unreported: 1))
+        schedule.sent(now: 1_000_000_000)
+        #expect(!isDue(1_050_000_000, unreported: 0))
+        #expect(schedule.due(unreported: 0, interval: interval) == nil)
         // A packet 100 ms after the feedback: due 300 ms after it, not 100 ms after the packet.
-        isDue = schedule.isDue(now: 1_100_000_000, unreported: 1, interval: interval)
-        #expect(!isDue)
-        #expect(schedule.due == 1_300_000_000)
-        isDue = schedule.isDue(now: 1_299_000_000, unreported: 2, interval: interval)
-        #expect(!isDue)
-        isDue = schedule.isDue(now: 1_300_000_000, unreported: 3, interval: interval)
-        #expect(isDue)
-        schedule.sent(now: 1_300_000_000, interval: interval)
+        #expect(!isDue(1_100_000_000, unreported: 1))
+        #expect(schedule.due(unreported: 1, interval: interval) == 1_300_000_000)
+        #expect(!isDue(1_299_000_000, unreported: 2))
+        #expect(isDue(1_300_000_000, unreported: 3))
+        schedule.sent(now: 1_300_000_000)
         // Two seconds of silence, then a packet: reported on the next pass.
-        isDue = schedule.isDue(now: 2_000_000_000, unreported: 0, interval: interval)
-        #expect(!isDue)
-        isDue = schedule.isDue(now: 3_300_000_000, unreported: 1, interval: interval)
-        #expect(isDue)
-        // A new source: nothing due until its packets come.
-        schedule.sourceChanged()
-        #expect(schedule.due == nil)
+        #expect(!isDue(2_000_000_000, unreported: 0))
+        #expect(isDue(3_300_000_000, unreported: 1))
     }
 }
