@@ -125,28 +125,33 @@ struct SendRateControllerTests {
         #expect(wide.allSatisfy { $0.frameMilliseconds == 20 && $0.opusBitsPerSecond == 32_000 }, "\(summary(simulation.seconds[38...]))")
     }
 
+    /// One transport-cc feedback to `estimator`: `packets` packets of `bytes`, `spacing` apart from
+    /// `sent` on, each `queueMilliseconds` late over a 20 ms path; it reaches the sender 20 ms
+    /// after the last was sent.
+    func feedback(
+        _ estimator: inout BandwidthEstimator, sent: inout UInt64, packets: Int, spacing: UInt64, bytes: Int,
+        queueMilliseconds: Double = 0
+    ) {
+        for _ in 0..<packets {
+            let arrival = Int64(sent / 1000) + 20_000 + Int64(queueMilliseconds * 1000)
+            estimator.packetReported(sentNanoseconds: sent, bytes: bytes, arrivalMicroseconds: arrival)
+            sent += spacing
+        }
+        estimator.feedbackEnded(now: sent + 20_000_000)
+    }
+
     /// One feedback whose every packet waited past the overuse threshold is overuse at once (a
     /// token bucket's queue, once its bucket is empty, grows a few hundred milliseconds a second:
     /// waiting for a second feedback, up to 500 ms later, let it reach 300 ms on 24 kb/s).
     @Test func aFeedbackThatQueuedThroughoutIsOveruseAtOnce() {
         var estimator = BandwidthEstimator(startBitsPerSecond: 40_000)
-        var now: UInt64 = 1_000_000_000
         var sent: UInt64 = 1_000_000_000
-        // 120 ms packets of 300 bytes, 350 ms feedback: three seconds with no queue.
-        func feedback(queueMilliseconds: Double) {
-            for _ in 0..<3 {
-                let arrival = Int64(sent / 1000) + 20_000 + Int64(queueMilliseconds * 1000)
-                estimator.packetReported(sentNanoseconds: sent, bytes: 300, arrivalMicroseconds: arrival)
-                sent += 120_000_000
-            }
-            now = sent + 20_000_000
-            estimator.feedbackEnded(now: now)
-        }
-        for _ in 0..<9 { feedback(queueMilliseconds: 0) }
+        // 120 ms packets of 300 bytes, three to a feedback: three seconds with no queue.
+        for _ in 0..<9 { feedback(&estimator, sent: &sent, packets: 3, spacing: 120_000_000, bytes: 300) }
         #expect(estimator.usage != .overusing)
         let before = estimator.estimateBitsPerSecond
         // The next feedback: every packet 80 ms late, and no later than the first of them.
-        feedback(queueMilliseconds: 80)
+        feedback(&estimator, sent: &sent, packets: 3, spacing: 120_000_000, bytes: 300, queueMilliseconds: 80)
         #expect(estimator.usage == .overusing)
         #expect(estimator.estimateBitsPerSecond < before)
     }
@@ -156,25 +161,15 @@ struct SendRateControllerTests {
     @Test func aPauseInSpeechDoesNotPullTheEstimateDown() {
         var estimator = BandwidthEstimator(startBitsPerSecond: 40_000)
         var sent: UInt64 = 1_000_000_000
-        var now: UInt64 = 0
-        // 20 ms packets of `bytes`, a feedback every 100 ms.
-        func feedback(bytes: Int, queueMilliseconds: Double = 0) {
-            for _ in 0..<5 {
-                let arrival = Int64(sent / 1000) + 20_000 + Int64(queueMilliseconds * 1000)
-                estimator.packetReported(sentNanoseconds: sent, bytes: bytes, arrivalMicroseconds: arrival)
-                sent += 20_000_000
-            }
-            now = sent + 20_000_000
-            estimator.feedbackEnded(now: now)
-        }
-        // 120 bytes + 42 below: ~65 kb/s. One overuse ends the slow start, then ten seconds clear.
-        for _ in 0..<20 { feedback(bytes: 120) }
-        feedback(bytes: 120, queueMilliseconds: 80)
-        for _ in 0..<100 { feedback(bytes: 120) }
+        // 20 ms packets, five to a feedback. 120 bytes + 42 below: ~65 kb/s. One overuse ends the
+        // slow start, then ten seconds clear.
+        for _ in 0..<20 { feedback(&estimator, sent: &sent, packets: 5, spacing: 20_000_000, bytes: 120) }
+        feedback(&estimator, sent: &sent, packets: 5, spacing: 20_000_000, bytes: 120, queueMilliseconds: 80)
+        for _ in 0..<100 { feedback(&estimator, sent: &sent, packets: 5, spacing: 20_000_000, bytes: 120) }
         let talking = estimator.estimateBitsPerSecond
-        #expect(talking > 1.5 * 33_000 + 10_000)  // over what the pause will carry
-        // A second of pause: 20-byte frames, ~25 kb/s.
-        for _ in 0..<10 { feedback(bytes: 20) }
+        // Over what the pause's one second would cap it to (20-byte frames + 42 below: 24.8 kb/s).
+        #expect(talking > 1.5 * 24_800 + 10_000)
+        for _ in 0..<10 { feedback(&estimator, sent: &sent, packets: 5, spacing: 20_000_000, bytes: 20) }
         #expect(estimator.estimateBitsPerSecond >= talking)
     }
 
