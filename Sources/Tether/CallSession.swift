@@ -507,13 +507,8 @@ public actor CallSession {
                     code: .incompatibleSessionDescription, isTerminal: false, canRetry: false,
                     message: "renegotiated SRTP suite \(newSuite.name) has no local key")
             }
-            do throws(SRTPError) {
-                let outbound = try SRTPContext(direction: .outbound, key: try SRTPKeyMaterial(suite: suite, keyAndSalt: newLocal.keyAndSalt))
-                let inbound = try SRTPContext(direction: .inbound, key: try SRTPKeyMaterial(suite: suite, keyAndSalt: newRemote.keyAndSalt))
-                media?.replaceKeys(outbound: outbound, inbound: inbound)
-            } catch {
-                throw TetherError(code: .srtpSetupFailed, isTerminal: false, canRetry: false, message: "\(error)", cause: error)
-            }
+            let keys = try SRTPContextPair.sdesKeys(suite: suite, local: newLocal.keyAndSalt, remote: newRemote.keyAndSalt)
+            media?.replaceKeys(try SRTPContextPair(local: keys.local, remote: keys.remote))
             dtls?.cancelTimers()
             dtls = nil
             statisticsContext.withLock {
@@ -536,7 +531,7 @@ public actor CallSession {
             keying = try DTLSKeying(
                 role: role, remoteFingerprint: remoteFingerprint, certificate: dtlsCertificate())
         } catch {
-            throw TetherError(code: .srtpSetupFailed, isTerminal: false, canRetry: false, message: "\(error)", cause: error)
+            throw .srtpSetupFailed(error)
         }
         dtls = keying
         statisticsContext.withLock {
@@ -1024,7 +1019,7 @@ public actor CallSession {
             do throws(SDPError) {
                 out.append(try CryptoAttribute(tag: tag, suite: SDPCryptoSuite(name: suite.rawValue), keyAndSalt: bytes))
             } catch {
-                throw TetherError(code: .srtpSetupFailed, isTerminal: false, canRetry: false, message: "\(error)", cause: error)
+                throw .srtpSetupFailed(error)
             }
         }
         return out
@@ -1041,7 +1036,7 @@ public actor CallSession {
         do throws(DTLSError) {
             return LocalDTLSParameters(fingerprint: try dtlsCertificate().fingerprint)
         } catch {
-            throw TetherError(code: .srtpSetupFailed, isTerminal: false, canRetry: false, message: "\(error)", cause: error)
+            throw .srtpSetupFailed(error)
         }
     }
 
@@ -1187,16 +1182,9 @@ public actor CallSession {
                     code: .incompatibleSessionDescription, isTerminal: false, canRetry: false,
                     message: "negotiated SRTP suite \(negotiatedSuite.name) has no local key")
             }
-            let ourKey: SRTPKeyMaterial
-            let theirKey: SRTPKeyMaterial
-            do throws(SRTPError) {
-                // Our key is the one our description carried for the chosen line (the offer's tag on the answerer).
-                ourKey = try SRTPKeyMaterial(suite: suite, keyAndSalt: localCrypto.keyAndSalt)
-                theirKey = try SRTPKeyMaterial(suite: suite, keyAndSalt: remoteCrypto.keyAndSalt)
-            } catch {
-                throw TetherError(code: .srtpSetupFailed, isTerminal: false, canRetry: false, message: "\(error)", cause: error)
-            }
-            try installMedia(result, ourKey: ourKey, theirKey: theirKey)
+            // Our key is the one our description carried for the chosen line (the offer's tag on the answerer).
+            let keys = try SRTPContextPair.sdesKeys(suite: suite, local: localCrypto.keyAndSalt, remote: remoteCrypto.keyAndSalt)
+            try installMedia(result, keys: try SRTPContextPair(local: keys.local, remote: keys.remote))
             statisticsContext.withLock { $0.keying = "SDES" }
         case let .dtls(role, remoteFingerprint):
             try startDTLS(role: role, remoteFingerprint: remoteFingerprint)
@@ -1233,14 +1221,12 @@ public actor CallSession {
     }
 
     /// Builds the media loop (SRTP both ways, Opus, jitter buffer) for `result` with these keys.
-    private func installMedia(_ result: NegotiatedAudio, ourKey: SRTPKeyMaterial, theirKey: SRTPKeyMaterial) throws(TetherError) {
+    private func installMedia(_ result: NegotiatedAudio, keys: SRTPContextPair) throws(TetherError) {
         guard let transport else { throw .invalidState("no ICE transport") }
         var setup: MediaLoop.Setup
         // Voice processing as configured (allocated here, used on the media thread only).
         let voice = VoiceProcessor(settings: configuration.effectiveVoiceProcessing)
-        do {
-            let outbound = try SRTPContext(direction: .outbound, key: ourKey)
-            let inbound = try SRTPContext(direction: .inbound, key: theirKey)
+        do throws(OpusCodecError) {
             var opus = configuration.opus
             if let cap = result.remoteOpusParameters.maxAverageBitrateBitsPerSecond, cap >= 6000 {
                 opus.bitrateBitsPerSecond = min(opus.bitrateBitsPerSecond, Int(cap))
@@ -1263,7 +1249,7 @@ public actor CallSession {
             let decoder = try OpusDecoder()
             let sink = internalSink
             setup = MediaLoop.Setup(
-                encoder: encoder, decoder: decoder, outbound: outbound, inbound: inbound, transport: transport,
+                encoder: encoder, decoder: decoder, outbound: keys.outbound, inbound: keys.inbound, transport: transport,
                 receiveRing: receiveRing, captureRing: captureRing, playbackRing: playbackRing, playbackDemand: playbackDemand,
                 worker: lease.worker,
                 payloadType: result.opusPayloadType, cname: cname,
@@ -1283,10 +1269,8 @@ public actor CallSession {
             setup.peerBandwidthLimitBitsPerSecond = result.remoteBandwidthLimitBitsPerSecond
             setup.transportWideSequenceID = result.transportWideCCExtensionID
             setup.reducedSizeRTCP = result.reducedSizeRTCP
-        } catch let error as SRTPError {
-            throw TetherError(code: .srtpSetupFailed, isTerminal: false, canRetry: false, message: "\(error)", cause: error)
         } catch {
-            throw TetherError(code: .codecFailed, isTerminal: false, canRetry: false, message: "\(error)", cause: error as? OpusCodecError)
+            throw TetherError(code: .codecFailed, isTerminal: false, canRetry: false, message: "\(error)", cause: error)
         }
         let loop = MediaLoop(setup)
         media = loop
@@ -1294,7 +1278,7 @@ public actor CallSession {
             "media negotiated",
             metadata: [
                 "payload-type": "\(result.opusPayloadType)", "ptime-ms": "\(setup.encoder.configuration.frameDurationMilliseconds)",
-                "bitrate": "\(setup.encoder.configuration.bitrateBitsPerSecond)", "srtp-suite": "\(ourKey.suite.rawValue)",
+                "bitrate": "\(setup.encoder.configuration.bitrateBitsPerSecond)", "srtp-suite": "\(keys.outbound.suite.rawValue)",
                 "red": "\(result.redundantAudio != nil)", "fec": "\(setup.encoder.configuration.inBandFEC)",
                 "direction": "\(result.direction)", "voice-processing": "\(voice?.settings.summary ?? "off")",
             ])
@@ -1304,7 +1288,7 @@ public actor CallSession {
             $0.media = loop
             $0.voiceProcessing = voiceSummary
             $0.payloadType = Int(result.opusPayloadType)
-            $0.suite = ourKey.suite.rawValue
+            $0.suite = keys.outbound.suite.rawValue
             $0.bitrate = setup.encoder.configuration.bitrateBitsPerSecond
             $0.encoderLookaheadMilliseconds = Double(setup.encoder.lookaheadSamples) * 1000 / Double(OpusConfiguration.sampleRateHertz)
             $0.encoderMaximumBandwidth = setup.encoder.configuration.maximumBandwidth.rawValue
@@ -1371,18 +1355,16 @@ public actor CallSession {
         if let media {
             // A new association of a running call (the peer's certificate changed): its keys
             // replace the old ones from the media thread's next pass.
-            do throws(SRTPError) {
-                media.replaceKeys(
-                    outbound: try SRTPContext(direction: .outbound, key: keys.local),
-                    inbound: try SRTPContext(direction: .inbound, key: keys.remote))
+            do throws(TetherError) {
+                media.replaceKeys(try SRTPContextPair(local: keys.local, remote: keys.remote, isTerminal: true))
                 statisticsContext.withLock { $0.suite = keys.suite.rawValue }
             } catch {
-                end(dueTo: TetherError(code: .srtpSetupFailed, isTerminal: true, canRetry: true, message: "\(error)", cause: error))
+                end(dueTo: error)
             }
             return
         }
         do throws(TetherError) {
-            try installMedia(negotiated, ourKey: keys.local, theirKey: keys.remote)
+            try installMedia(negotiated, keys: try SRTPContextPair(local: keys.local, remote: keys.remote))
             if startRequested { try startMedia() }
         } catch {
             end(dueTo: error)

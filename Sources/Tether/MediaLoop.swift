@@ -542,8 +542,8 @@ final class MediaLoop: @unchecked Sendable {
     /// Replaces SRTP in both directions from the next pass on (the session re-keyed).
     /// - Note: Control thread. The media thread takes the contexts over (one retain and release
     ///   per re-key, never per packet); contexts handed over twice before a pass: the newer wins.
-    func replaceKeys(outbound: SRTPContext, inbound: SRTPContext) {
-        let box = Unmanaged.passRetained(SRTPContextPair(outbound: outbound, inbound: inbound)).toOpaque()
+    func replaceKeys(_ keys: SRTPContextPair) {
+        let box = Unmanaged.passRetained(keys).toOpaque()
         if let older = pendingKeys.exchange(box, ordering: .acquiringAndReleasing) {
             Unmanaged<SRTPContextPair>.fromOpaque(older).release()
         }
@@ -1395,15 +1395,5 @@ final class MediaLoop: @unchecked Sendable {
         stats.silenceGapFrames = jb.silenceGapFrames
         stats.playbackQueueMilliseconds = playbackQueueMilliseconds >= 0 ? playbackQueueMilliseconds : nil
         counters.write(stats)
-    }
-}
-
-/// SRTP contexts handed from the session to the media thread together.
-final class SRTPContextPair {
-    let outbound: SRTPContext
-    let inbound: SRTPContext
-    init(outbound: SRTPContext, inbound: SRTPContext) {
-        self.outbound = outbound
-        self.inbound = inbound
     }
 }
