@@ -140,6 +140,11 @@ final class MediaLoop: @unchecked Sendable {
     /// The loop's slot on its worker while it runs (control thread only).
     private var slot: Int?
     private let frameSamples: Int
+    /// Opus's RTP clock (RFC 7587 §4.1: 48 kHz whatever the audio's bandwidth), which is also the
+    /// rate Tether codes and plays at: one rate for the jitter buffer, the reception statistics,
+    /// the sender reports and the playback queue.
+    static let clockRateHertz = OpusConfiguration.sampleRateHertz
+    static let samplesPerMillisecond = clockRateHertz / 1000
     private let frameNanoseconds: UInt64
     private let pcm: UnsafeMutableBufferPointer<Int16>
     private let silence: UnsafeMutableBufferPointer<Int16>
@@ -288,7 +293,7 @@ final class MediaLoop: @unchecked Sendable {
         reportBlock.initialize(repeating: RTCPReportBlock(ssrc: 0, fractionLost: 0, cumulativeLost: 0, extendedHighestSequence: 0, interarrivalJitter: 0, lastSenderReport: 0, delaySinceLastSenderReport: 0))
         rtcpWriter = RTCPCompoundWriter(cname: Array(setup.cname.utf8.prefix(255)))!
         var jitterConfiguration = JitterBuffer.Configuration(
-            frameSamples: frameSamples, targetDelayMilliseconds: setup.jitterBufferTargetMilliseconds)
+            clockRateHertz: Self.clockRateHertz, frameSamples: frameSamples, targetDelayMilliseconds: setup.jitterBufferTargetMilliseconds)
         jitterConfiguration.adaptiveTarget = setup.adaptiveJitterBuffer
         jitterConfiguration.maximumDelayMilliseconds = setup.jitterBufferMaximumMilliseconds
         jitterConfiguration.lossLookahead = setup.usesFEC
@@ -349,16 +354,21 @@ final class MediaLoop: @unchecked Sendable {
     private var nextRTCP: UInt64 = 0
     private var nextPublish: UInt64 = 0
 
-    /// The instant the loop must run by even without a signal.
+    /// Sets the loop's timers on the media thread's first look at it (its deadline or its first
+    /// pass, whichever comes first). The first report goes early (0.25–0.75 s, randomised; RFC
+    /// 3550 §6.2 allows half an interval, and a two-party call gains more from it): the peer's
+    /// encoder learns of loss, and turns its FEC on, within a second of the call starting, and
+    /// the round-trip time shows early. Later reports keep the configured interval.
+    @inline(__always)
+    private func startTimersIfNeeded(now: UInt64) {
+        guard nextRTCP == 0 else { return }
+        nextRTCP = now + nanoseconds(seconds: min(0.5, setup.rtcpIntervalSeconds * 0.5) * randomUnit(1))
+        nextPublish = now
+    }
+
+    /// The instant the loop must run by even without a signal (starting its timers on the first call).
     func nextDeadline(now: UInt64) -> UInt64 {
-        if nextRTCP == 0 {
-            // The first report early (0.25–0.75 s, randomised; RFC 3550 §6.2 allows half an
-            // interval, and a two-party call gains more from it): the peer's encoder learns of
-            // loss, and turns its FEC on, within a second of the call starting, and the
-            // round-trip time shows early. Later reports keep the configured interval.
-            nextRTCP = now + nanoseconds(seconds: min(0.5, setup.rtcpIntervalSeconds * 0.5) * randomUnit(1))
-            nextPublish = now
-        }
+        startTimersIfNeeded(now: now)
         var deadline = min(nextRTCP, nextPublish, now + frameNanoseconds)
         if syntheticFrameAt != 0 { deadline = min(deadline, syntheticFrameAt) }
         if let due = feedbackDue() { deadline = min(deadline, due) }
@@ -390,7 +400,7 @@ final class MediaLoop: @unchecked Sendable {
     /// The second half of a pass: captured frames encoded and sent, RTCP and statistics.
     func sendAndReport(now: UInt64) {
         adoptPendingKeys()
-        if nextRTCP == 0 { _ = nextDeadline(now: now) }
+        startTimersIfNeeded(now: now)
         sendCaptured(now: now)
         // A report the session asked for (at most one per 200 ms), or the regular one.
         let early = reportSoon.load(ordering: .relaxed) && now &- lastReportAtNanoseconds >= 200_000_000
@@ -418,8 +428,6 @@ final class MediaLoop: @unchecked Sendable {
     private func randomUnit(_ scale: Double) -> Double {
         scale - 0.5 + Double(random.next() >> 11) / Double(1 << 53)
     }
-
-    // MARK: Receive
 
     // MARK: DTMF (RFC 4733)
 
@@ -450,7 +458,7 @@ final class MediaLoop: @unchecked Sendable {
             digit: digit, durationMilliseconds: Int(word >> 16 & 0xFFFF_FFFF), endSeen: word & 0x100 != 0, lengthCapped: word & 0x200 != 0)
     }
 
-    /// Takes the telephone-event format a renegotiation set (the session's `setTelephoneEvent`).
+    /// Takes the telephone-event formats a negotiation or renegotiation set.
     /// Control thread.
     func setTelephoneEvents(send: TelephoneEventFormat?, receivable: [TelephoneEventFormat]) {
         telephoneEventSetting.store(Self.packFormats(send: send, receivable: receivable), ordering: .relaxed)
@@ -533,6 +541,8 @@ final class MediaLoop: @unchecked Sendable {
         }
         if transmit(length: length, payloadBytes: TelephoneEventPayload.length, timestamp: rtpTimestamp, now: now) { stats.dtmfPacketsSent += 1 }
     }
+
+    // MARK: Receive
 
     private func drainReceived() {
         while let _ = setup.receiveRing.pop({ buffer, arrival in handleDatagram(buffer, arrivalNanoseconds: arrival) }) {}
@@ -655,8 +665,10 @@ final class MediaLoop: @unchecked Sendable {
         {
             recorder.record(sequence: transportSequence, arrivalNanoseconds: arrivalNanoseconds)
         }
-        // Arrival in RTP units (48 kHz): nanoseconds × 48 / 1 000 000, mod 2^32.
-        let arrivalUnits = UInt32(truncatingIfNeeded: arrivalNanoseconds / 1_000_000 &* 48 &+ (arrivalNanoseconds % 1_000_000) &* 48 / 1_000_000)
+        // Arrival in RTP units: nanoseconds × samples per millisecond / 1 000 000, mod 2^32.
+        let perMillisecond = UInt64(Self.samplesPerMillisecond)
+        let arrivalUnits = UInt32(
+            truncatingIfNeeded: arrivalNanoseconds / 1_000_000 &* perMillisecond &+ (arrivalNanoseconds % 1_000_000) &* perMillisecond / 1_000_000)
         // An event update carries its event's start, not its sampling instant, and a padding
         // packet the last frame's: no jitter sample from either.
         let kind = reception.packetReceived(
@@ -788,7 +800,7 @@ final class MediaLoop: @unchecked Sendable {
                 reportedHighest: UInt16(truncatingIfNeeded: block.extendedHighestSequence), arrivalNanoseconds: arrivalNanoseconds)
             stats.remotePacketsLost = Int(block.cumulativeLost)
             stats.remoteFractionLost = Double(block.fractionLost) / 256
-            stats.remoteJitterMilliseconds = Double(block.interarrivalJitter) / 48
+            stats.remoteJitterMilliseconds = Double(block.interarrivalJitter) / Double(Self.samplesPerMillisecond)
             if let rtt = reading.roundTripSeconds { stats.roundTripTimeMilliseconds = rtt * 1000 }
         }
         stats.lossRunReportsReceived = peerReports.lossRunReports
@@ -1179,7 +1191,7 @@ final class MediaLoop: @unchecked Sendable {
         refreshSentCounts()
         if sentAnything {
             // The RTP time that corresponds to `now`: the last sent timestamp plus elapsed samples.
-            let elapsedSamples = (now &- lastSentAtNanoseconds) &* 48 / 1_000_000
+            let elapsedSamples = (now &- lastSentAtNanoseconds) &* UInt64(Self.samplesPerMillisecond) / 1_000_000
             senderInfo = RTCPSenderInfo(
                 ntpTimestamp: NTPTimestamp(unixNanoseconds: Int64(MonotonicClock.realtimeNanoseconds())).rawValue,
                 rtpTimestamp: lastSentRTPTimestamp &+ UInt32(truncatingIfNeeded: elapsedSamples),
@@ -1240,7 +1252,7 @@ final class MediaLoop: @unchecked Sendable {
         let wanted = asked > 0 ? min(asked, setup.playbackRing.capacity - frameSamples) : 2 * frameSamples
         while setup.playbackRing.availableToRead < wanted, setup.playbackRing.availableToWrite >= frameSamples {
             // What a frame's first sample waits behind in the ring (the playback queue).
-            let ahead = Double(setup.playbackRing.availableToRead) * 1000 / Double(OpusConfiguration.sampleRateHertz)
+            let ahead = Double(setup.playbackRing.availableToRead) * 1000 / Double(Self.clockRateHertz)
             playbackQueueMilliseconds = playbackQueueMilliseconds < 0 ? ahead : playbackQueueMilliseconds + (ahead - playbackQueueMilliseconds) / 16
             let frame = decodeNextFrame(now: now)
             // What is played is the echo canceller's reference.
@@ -1307,8 +1319,7 @@ final class MediaLoop: @unchecked Sendable {
             stats.framesInsertedForDelay += 1
             return synthesize()
         case .conceal, .silenceGap:
-            stats.framesConcealed += 1
-            return setup.concealsLoss ? synthesize() : silence
+            return conceal()
         }
     }
 
@@ -1320,7 +1331,7 @@ final class MediaLoop: @unchecked Sendable {
         return frame
     }
 
-    /// A lost or malformed frame: concealed (or silence when concealment is off).
+    /// A lost, missing or malformed frame: concealed (or silence when concealment is off).
     private func conceal() -> UnsafeMutableBufferPointer<Int16> {
         stats.framesConcealed += 1
         return setup.concealsLoss ? synthesize() : silence
@@ -1384,7 +1395,7 @@ final class MediaLoop: @unchecked Sendable {
     func publish() {
         refreshSentCounts()
         stats.packetsLost = lostBeforeSourceChange + Int(reception.cumulativeLost)
-        stats.jitterMilliseconds = Double(reception.interarrivalJitter) / 48
+        stats.jitterMilliseconds = Double(reception.interarrivalJitter) / Double(Self.samplesPerMillisecond)
         stats.sendFailures = localSendFailures + setup.transport.sendFailureCount + setup.transport.sendQueueDropCount
         if let processor = setup.voiceProcessor { stats.voice = processor.statistics() }
         let jb = jitterBuffer.statistics
