@@ -1625,7 +1625,6 @@ public actor CallSession {
         switch await startICERestart(attempt: attempt, regather: regather) {
         case .sent:
             offeredAttempt = attempt
-            feed(.renewalStarted(attempt: attempt))
         case .foundNothing:
             feed(.gatheringFoundNothing(attempt: attempt))
             offerHoldChangeIfNeeded()

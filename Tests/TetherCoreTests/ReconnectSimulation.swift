@@ -191,7 +191,6 @@ struct ReconnectSimulation {
                 if let delay = answerDelayMilliseconds {
                     pendingAnswers.append((t + delay * Self.millisecond, attempt))
                 }
-                feed(.renewalStarted(attempt: attempt))
             case .applyRenewalAnswer, .answerRenewalOffer:
                 let ready = firstInboundUp(from: t) + connectDelayMilliseconds * Self.millisecond
                 sessionReadyAt = ready

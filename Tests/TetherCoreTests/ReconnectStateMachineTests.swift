@@ -681,7 +681,7 @@ struct ReconnectStateMachineInputTests {
     }
 
     @Test(arguments: [ReconnectStateMachine.Input.tick, .inboundPacket, .mediaDecoded, .iceFailed, .iceConnected,
-                      .localNetworkChanged, .renewalStarted(attempt: 1), .renewalAnswered(attempt: 1), .peerRenewalOffer,
+                      .localNetworkChanged, .renewalAnswered(attempt: 1), .peerRenewalOffer,
                       .peerSendsMedia(false), .weSendMedia(false), .peerReport(extendedHighestSequence: 7), .hangUp,
                       .mediaStarted])
     func everyInputIsIgnoredAfterTheCallEnded(input: ReconnectStateMachine.Input) {

@@ -2,7 +2,7 @@
 /// with an ICE restart, how often to retry, and when to give up.
 ///
 /// Like swift-nio's Happy Eyeballs state machine or str0m, it never reads a clock, never sleeps
-/// and never touches the network. The driver (the media loop) reports every event with
+/// and never touches the network. The driver (`CallSession`) reports every event with
 /// ``handle(_:now:)``, carries out the returned ``Action``s in order, and calls
 /// `handle(.tick, now:)` when ``nextDeadline()`` is reached (re-reading the deadline after every
 /// call). Every input first fires any deadline that is already due, exactly as if a `tick` had
@@ -95,7 +95,7 @@
 /// | any but ended | hangUp | ended(localHangup) | changeState (record: hungUpDuring if disrupted) |
 /// | ended | anything | ended | — |
 ///
-/// `iceConnected`, `renewalStarted`, `tick` with nothing due, and packets or reports that
+/// `iceConnected`, `tick` with nothing due, and packets or reports that
 /// restore nothing cause no transition.
 ///
 /// A value type: copy it freely; use it from one isolation domain at a time.
@@ -250,7 +250,7 @@ public struct ReconnectStateMachine: Sendable {
                 disruption = current
             }
             checkRestored(now: now, decoded: true, &actions)
-        case .tick, .renewalStarted:
+        case .tick:
             break
         case .iceConnected:
             iceHasConnected = true

@@ -91,9 +91,6 @@ extension ReconnectStateMachine {
         /// attempt is not counted, and renewal waits for a usable network as after
         /// ``localNetworkLost``. A description without candidates is never sent.
         case gatheringFoundNothing(attempt: Int)
-        /// The driver sent the restart offer for this attempt (informational: the attempt's
-        /// timeout already runs from the ``Action/restartICE(attempt:regatherCandidates:)``).
-        case renewalStarted(attempt: Int)
         /// The peer's answer to our restart offer for this attempt arrived. The machine says
         /// whether to apply it (``Action/applyRenewalAnswer(attempt:)``) or drop it
         /// (``Action/discardRenewalAnswer(attempt:)``).
