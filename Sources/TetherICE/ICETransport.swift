@@ -860,7 +860,7 @@ private func iceReceive(
         $0.push(UnsafeRawBufferPointer(start: buffer, count: Int(length)), arrivalNanoseconds: now)
     }
     if pushed {
-        hot.pointee.receiveWakeup._withUnsafeGuaranteedRef { $0.signal() }
+        _ = hot.pointee.receiveWakeup._withUnsafeGuaranteedRef { $0.signal() }
     }
 }
 
@@ -926,7 +926,8 @@ private func iceSelectedPair(
 private func host(_ address: UnsafeMutablePointer<NiceAddress>) -> String {
     var buffer = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN) + 1)
     nice_address_to_string(address, &buffer)
-    return String(cString: buffer)
+    // The text up to its terminating NUL (an address is ASCII).
+    return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
 }
 
 private func describe(_ address: UnsafeMutablePointer<NiceAddress>) -> String {
