@@ -571,19 +571,23 @@ public actor CallSession {
     /// judged by RTCP: the side that does not receive media does not expect any.
     private func applyDirection() {
         guard let result = negotiated else { return }
-        let weSend = result.direction.isSending && !holdInForce
-        // The peer sends what we receive as negotiated (its offer's direction is not what it does
-        // once our answer narrowed it); a peer that is `sendonly` holds us (RFC 3264 §8.4) and
-        // may send nothing but RTCP.
-        let peerSends = result.direction.isReceiving && !remoteHold
-        media?.sendsMedia.store(weSend, ordering: .relaxed)
-        feed(.peerSendsMedia(peerSends))
-        feed(.weSendMedia(weSend))
+        let sending = weSend(result)
+        media?.sendsMedia.store(sending, ordering: .relaxed)
+        feed(.peerSendsMedia(peerSends(result)))
+        feed(.weSendMedia(sending))
         updateMicrophone()
         let direction = result.direction.rawValue
         statisticsContext.withLock { $0.direction = direction }
         publishHold()
     }
+
+    /// Whether we send media under `result`: its direction lets us and we hold nothing.
+    private func weSend(_ result: NegotiatedAudio) -> Bool { result.direction.isSending && !holdInForce }
+
+    /// Whether the peer sends media under `result`: what we receive as negotiated (its offer's
+    /// direction is not what it does once our answer narrowed it), unless it holds us — a peer
+    /// that is `sendonly` (RFC 3264 §8.4) may send nothing but RTCP.
+    private func peerSends(_ result: NegotiatedAudio) -> Bool { result.direction.isReceiving && !remoteHold }
 
     /// Publishes the hold in force (`holdState`, statistics) and reports a change.
     private func publishHold() {
@@ -1196,8 +1200,8 @@ public actor CallSession {
         let now = instantNow()
         // A peer whose first description does not receive holds the call from the start.
         remoteHold = !result.remoteDirection.isReceiving
-        _ = m.handle(.peerSendsMedia(result.direction.isReceiving && !remoteHold), now: now)
-        _ = m.handle(.weSendMedia(result.direction.isSending), now: now)
+        _ = m.handle(.peerSendsMedia(peerSends(result)), now: now)
+        _ = m.handle(.weSendMedia(weSend(result)), now: now)
         // ICE may have selected a pair before the negotiation finished (the answerer's checks
         // start with the offer): the machine must know we can send (its send-path grace).
         if selectedPair != nil { _ = m.handle(.iceConnected, now: now) }
@@ -1257,7 +1261,7 @@ public actor CallSession {
                 adaptiveJitterBuffer: configuration.adaptiveJitterBuffer,
                 jitterBufferMaximumMilliseconds: configuration.jitterBufferMaximumMilliseconds,
                 usesFEC: configuration.opus.inBandFEC, concealsLoss: configuration.concealsLoss,
-                rtcpIntervalSeconds: configuration.rtcpIntervalSeconds, sendsMedia: result.direction.isSending && !holdInForce,
+                rtcpIntervalSeconds: configuration.rtcpIntervalSeconds, sendsMedia: weSend(result),
                 lossAdaptation: adaptation, telephoneEvent: result.telephoneEvent,
                 receivableTelephoneEvents: result.receivableTelephoneEvents, redundantAudio: result.redundantAudio,
                 sendsLossRunLength: result.peerRequestsLossRunLengthReports, voiceProcessor: voice,
