@@ -1303,7 +1303,7 @@ public actor CallSession {
 
     /// Sends what a DTLS step produced, takes its keys, ends the call on a failure, and sets the
     /// retransmission timer.
-    private func perform(_ output: DTLSConnection.Output) {
+    private func handleDTLS(_ output: DTLSConnection.Output) {
         guard let dtls, let transport else { return }
         for datagram in output.datagrams { transport.sendControl(datagram) }
         if let keys = output.keys { dtlsKeysReady(keys) }
@@ -1332,7 +1332,7 @@ public actor CallSession {
 
     private func dtlsTimerFired() {
         guard let dtls, !state.isEnded else { return }
-        perform(dtls.connection.handleTimer())
+        handleDTLS(dtls.connection.handleTimer())
     }
 
     /// DTLS handshakes this call completed: one per association (ICE restarts add none; a peer
@@ -1347,7 +1347,7 @@ public actor CallSession {
     private func startDTLSIfClient() {
         guard let dtls, !dtls.started, dtls.role == .client, !state.isEnded else { return }
         dtls.started = true
-        perform(dtls.connection.start())
+        handleDTLS(dtls.connection.start())
     }
 
     private func dtlsKeysReady(_ keys: DTLSSRTPKeys) {
@@ -1740,7 +1740,7 @@ public actor CallSession {
         case .ice(.dtlsDatagram(let datagram)):
             transport?.dtlsDatagramHandled()
             guard let dtls, !state.isEnded else { return }
-            perform(dtls.connection.receive(datagram))
+            handleDTLS(dtls.connection.receive(datagram))
         case .ice(.selectedPairChanged(let pair)):
             selectedPair = pair
             // A pair to send on (libnice selects it just before the component turns READY): the
