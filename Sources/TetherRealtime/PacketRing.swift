@@ -44,6 +44,9 @@ public final class PacketRing: @unchecked Sendable {
     /// Packets waiting to be popped (exact for the consumer).
     public var count: Int { tail.load(ordering: .acquiring) &- head.load(ordering: .relaxed) }
 
+    /// Packets pushed since the ring was made, a running total (``count`` of them still wait).
+    public var pushedCount: Int { tail.load(ordering: .acquiring) }
+
     /// Packets dropped because the ring was full.
     public var droppedBecauseFull: Int { droppedFullCount.load(ordering: .relaxed) }
     /// Packets dropped because they did not fit a slot.

@@ -152,11 +152,14 @@ struct MediaLoopAllocationTests {
             let now = advanceManualClock(byNanoseconds: UInt64(frameMilliseconds) * 1_000_000 - 1_000_000)
             loopA.processOnce(now: now)
             if i % framesPerPacket == framesPerPacket - 1 {
-                // A packet left: wait for it to come round through libnice.
+                // A packet left: wait for everything A has sent to come round through libnice (its
+                // RTCP too: waiting for any one datagram let an early report stand for the media
+                // packet still on its way, and B concealed a packet's worth of tone).
+                let sent = net.a.directSendCount
                 let deadline = MonotonicClock.nanoseconds() + 2_000_000_000
-                while net.ringB.count == 0 {
+                while net.ringB.pushedCount < sent {
                     let ticket = net.wakeB.prepareToWait()
-                    if net.ringB.count > 0 || !net.wakeB.wait(ticket, untilMonotonicNanoseconds: deadline) { break }
+                    if net.ringB.pushedCount >= sent || !net.wakeB.wait(ticket, untilMonotonicNanoseconds: deadline) { break }
                 }
             }
             loopB.processOnce(now: advanceManualClock(byNanoseconds: 1_000_000))
@@ -457,12 +460,14 @@ struct MediaLoopAllocationTests {
             _ = capture.b.writeAll(UnsafeBufferPointer(frame))
             _ = advanceManualClock(byNanoseconds: 20_000_000)
             worker.serviceOnce(waitingUntil: 0)
-            // Wait (without allocating, and without a pass, which would read them) for both
-            // datagrams. The deadline is the real clock's: a generous bound.
+            // Wait (without allocating, and without a pass, which would read them) for every
+            // datagram each side sent (a report among them must not stand for the media packet).
+            // The deadline is the real clock's: a generous bound.
             let deadline = MonotonicClock.nanoseconds() + 2_000_000_000
-            while net.ringA.count == 0 || net.ringB.count == 0, MonotonicClock.nanoseconds() < deadline {
+            func arrived() -> Bool { net.ringA.pushedCount >= net.b.directSendCount && net.ringB.pushedCount >= net.a.directSendCount }
+            while !arrived(), MonotonicClock.nanoseconds() < deadline {
                 let ticket = net.wakeA.prepareToWait()
-                if net.ringA.count > 0 && net.ringB.count > 0 { break }
+                if arrived() { break }
                 _ = net.wakeA.wait(ticket, untilMonotonicNanoseconds: min(deadline, MonotonicClock.nanoseconds() + 1_000_000))
             }
             worker.serviceOnce(waitingUntil: 0)
