@@ -135,7 +135,9 @@ struct DeviceCallTests {
         keeper?.terminate()
         pactl("unload-module", module)
         #expect(await ra.waitForDeviceEvent(timeoutSeconds: 5) { d, e in if d == .capture, case .failed = e { true } else { false } })
-        #expect(ra.recordedErrors.contains { $0.code == .captureDeviceFailed && !$0.isTerminal })
+        // The error event follows the device event: wait for it too (checked at once, it had not
+        // always been recorded yet — an address-sanitizer run in CI).
+        #expect(await waitUntil(timeoutSeconds: 5) { ra.recordedErrors.contains { $0.code == .captureDeviceFailed && !$0.isTerminal } })
         let before = b.statistics().packetsReceived
         try await Task.sleep(for: .seconds(2))
         // Listen-only still sends (silence), so the peer sees no disruption.
