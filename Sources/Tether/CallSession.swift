@@ -507,8 +507,7 @@ public actor CallSession {
                     code: .incompatibleSessionDescription, isTerminal: false, canRetry: false,
                     message: "renegotiated SRTP suite \(newSuite.name) has no local key")
             }
-            let keys = try SRTPContextPair.sdesKeys(suite: suite, local: newLocal.keyAndSalt, remote: newRemote.keyAndSalt)
-            media?.replaceKeys(try SRTPContextPair(local: keys.local, remote: keys.remote))
+            media?.replaceKeys(try SRTPContextPair.sdes(suite: suite, local: newLocal.keyAndSalt, remote: newRemote.keyAndSalt))
             dtls?.cancelTimers()
             dtls = nil
             statisticsContext.withLock {
@@ -1187,8 +1186,7 @@ public actor CallSession {
                     message: "negotiated SRTP suite \(negotiatedSuite.name) has no local key")
             }
             // Our key is the one our description carried for the chosen line (the offer's tag on the answerer).
-            let keys = try SRTPContextPair.sdesKeys(suite: suite, local: localCrypto.keyAndSalt, remote: remoteCrypto.keyAndSalt)
-            try installMedia(result, keys: try SRTPContextPair(local: keys.local, remote: keys.remote))
+            try installMedia(result, keys: try SRTPContextPair.sdes(suite: suite, local: localCrypto.keyAndSalt, remote: remoteCrypto.keyAndSalt))
             statisticsContext.withLock { $0.keying = "SDES" }
         case let .dtls(role, remoteFingerprint):
             try startDTLS(role: role, remoteFingerprint: remoteFingerprint)

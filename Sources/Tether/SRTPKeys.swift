@@ -26,16 +26,16 @@ final class SRTPContextPair {
         }
     }
 
-    /// The key material of an SDES negotiation: ours and the peer's for `suite`, from the
+    /// The pair an SDES negotiation keys: ours and the peer's key for `suite`, from the
     /// `a=crypto` lines' key and salt.
-    static func sdesKeys(
-        suite: SRTPSuite, local: SecretBytes, remote: SecretBytes
-    ) throws(TetherError) -> (local: SRTPKeyMaterial, remote: SRTPKeyMaterial) {
+    static func sdes(suite: SRTPSuite, local: SecretBytes, remote: SecretBytes) throws(TetherError) -> SRTPContextPair {
+        let keys: (local: SRTPKeyMaterial, remote: SRTPKeyMaterial)
         do throws(SRTPError) {
-            return (try SRTPKeyMaterial(suite: suite, keyAndSalt: local), try SRTPKeyMaterial(suite: suite, keyAndSalt: remote))
+            keys = (try SRTPKeyMaterial(suite: suite, keyAndSalt: local), try SRTPKeyMaterial(suite: suite, keyAndSalt: remote))
         } catch {
             throw .srtpSetupFailed(error)
         }
+        return try SRTPContextPair(local: keys.local, remote: keys.remote)
     }
 }
 
