@@ -49,7 +49,7 @@ final class CallProcess: @unchecked Sendable {
         process.standardInput = input
         process.standardOutput = output
         if let stderrPath {
-            FileManager.default.createFile(atPath: stderrPath, contents: nil)
+            _ = FileManager.default.createFile(atPath: stderrPath, contents: nil)
             process.standardError = FileHandle(forWritingAtPath: stderrPath)
         } else {
             process.standardError = FileHandle.nullDevice
