@@ -56,9 +56,11 @@ public actor CallSession {
 
     private var transport: ICETransport?
     private var media: MediaLoop?
-    private var localOffer: SessionDescription?
     private var localKeys: [UInt32: SRTPKeyMaterial] = [:]
-    private var negotiated: NegotiatedAudio?
+    /// Offer/answer, renegotiation and hold (sans-IO): the description in force and ours outstanding.
+    private var negotiation: Negotiator
+    /// The session in force, once the first offer/answer completed.
+    private var negotiated: NegotiatedAudio? { negotiation.negotiated }
     private var startRequested = false
     private var isMuted = false
     private var mediaRunning = false
@@ -69,10 +71,13 @@ public actor CallSession {
     private var currentSink: any AudioSink
     private var gathered: [String]?
     private var gatherWaiters: [CheckedContinuation<[String]?, Never>] = []
-    private var timers: [Task<Void, Never>] = []
+    /// Every timer of the call, as deadlines; `wakeTask` sleeps until the soonest (`scheduleWake`).
+    private var deadlines = DeadlineSet<SessionTimer>()
+    private var wakeTask: Task<Void, Never>?
+    /// When `wakeTask` wakes (monotonic ns).
+    private var wakeAt: UInt64?
     /// The reconnection core (sans-IO); this actor drives it with real instants.
     private var machine: ReconnectStateMachine?
-    private var driverTask: Task<Void, Never>?
     /// Instants already reported to the machine (monotonic nanoseconds).
     private var fedArrival: UInt64 = 0
     private var fedDecoded: UInt64 = 0
@@ -90,29 +95,13 @@ public actor CallSession {
     private var selectedPair: ICESelectedPair?
     /// What network changes mean for the path.
     private var networkJudge: NetworkPathJudge { NetworkPathJudge(pinnedAddresses: configuration.localAddresses) }
-    /// o= session ID, kept for every renegotiation (RFC 3264 §8).
-    private let sdpSessionID = UInt64.random(in: 1...(UInt64(1) << 62))
-    /// o= version, bumped for every new description we send.
-    private var sdpSessionVersion: UInt64 = 1
-    /// What our outstanding re-offer is for, if one is unanswered: an ICE restart (which carries
-    /// our direction too), or a direction change alone (hold, resume).
-    private var pendingOffer: PendingOffer?
-    private enum PendingOffer { case restart, direction }
-    /// Hold (RFC 3264 §8.4): what the embedder asked for (`hold()`/`resume()`), the hold our
-    /// outstanding offer carries, the hold the last completed offer/answer put in force, and
-    /// whether the peer holds us (its direction does not receive).
-    private var wantsHold = false
-    private var offeredHold = false
-    private var holdInForce = false
-    private var remoteHold = false
     private nonisolated let holdBox = Mutex(HoldState())
     /// Restart offers made (ours) and answered (theirs), for statistics.
     private var restartsOffered = 0
     private var restartsAnswered = 0
-    /// DTLS-SRTP keying: the association (one per call; ICE restarts keep it) and its timers.
+    /// DTLS-SRTP keying: the association (one per call; ICE restarts keep it; its timers are
+    /// `.dtlsRetransmission` and `.dtlsHandshake`).
     private var dtls: DTLSKeying?
-    /// DTLS associations started in this call (the current one is the last).
-    private var dtlsAssociations = 0
     private var dtlsHandshakes = 0
     /// The re-gathering under way, shared by every caller that needs fresh candidates meanwhile.
     private var regatherInFlight: RegatherJob?
@@ -139,6 +128,8 @@ public actor CallSession {
     public init(configuration: CallConfiguration) throws(TetherError) {
         try configuration.validate()
         self.configuration = configuration
+        negotiation = Negotiator(
+            sessionID: UInt64.random(in: 1...(UInt64(1) << 62)), unansweredOfferSeconds: configuration.connectTimeoutSeconds)
         currentSource = configuration.audioSource
         currentSink = configuration.audioSink
         createdAtNanoseconds = MonotonicClock.nanoseconds()
@@ -186,7 +177,7 @@ public actor CallSession {
     /// (without sending BYE).
     deinit {
         if let id = networkSubscription { NetworkChangeHub.shared.unsubscribe(id) }
-        for t in timers { t.cancel() }
+        wakeTask?.cancel()
         if sourceRunning { currentSource.stop() }
         if mediaRunning { media?.stop(sendBye: false) }
         if sinkRunning { currentSink.stop() }
@@ -206,7 +197,7 @@ public actor CallSession {
 
     /// Gathers candidates and returns the SDP offer (also emitted as a `.localDescription` event).
     public func makeOffer() async throws(TetherError) -> String {
-        guard state == .new, localOffer == nil, transport == nil else {
+        guard state == .new, negotiation.localOffer == nil, transport == nil else {
             throw .invalidState("makeOffer() needs a new session; the call is \(state.name)")
         }
         let candidates = try await prepareTransport(controlling: true)
@@ -216,7 +207,7 @@ public actor CallSession {
             dtls: configuration.keying == .sdes ? nil : try localDTLS())
         if params.dtls != nil { params.mid = "0" }
         let offer = AudioOfferAnswer.makeOffer(params)
-        localOffer = offer
+        negotiation.offered(offer)
         let text = offer.serialized()
         eventSink.yield(.localDescription(SessionDescriptionMessage(kind: .offer, sdp: text)))
         return text
@@ -226,16 +217,17 @@ public actor CallSession {
     /// - Throws: 3001 for malformed SDP, 3002 for an answer that does not fit the offer, 5002 without an offer.
     public func applyAnswer(_ sdp: String) async throws(TetherError) {
         if negotiated != nil { return try applyRenegotiationAnswer(sdp) }
-        guard let offer = localOffer, negotiated == nil, state == .new else {
+        guard negotiation.localOffer != nil, state == .new else {
             throw .invalidState("applyAnswer(_:) needs an outstanding offer; the call is \(state.name)")
         }
         let answer = try Self.parse(sdp)
-        let result: NegotiatedAudio
+        let processed: NegotiatedAudio?
         do throws(SDPError) {
-            result = try AudioOfferAnswer.processAnswer(answer, to: offer)
+            processed = try negotiation.processFirstAnswer(answer)
         } catch {
             throw Self.negotiationError(error)
         }
+        guard let result = processed else { throw .invalidState("applyAnswer(_:) needs an outstanding offer") }
         try activate(result)
     }
 
@@ -244,7 +236,7 @@ public actor CallSession {
     /// - Throws: 3001 for malformed SDP, 3002 for an offer Tether cannot use, 5002 when not new.
     public func acceptOffer(_ sdp: String) async throws(TetherError) -> String {
         if negotiated != nil { return try await acceptRenegotiationOffer(sdp) }
-        guard state == .new, localOffer == nil, transport == nil else {
+        guard state == .new, negotiation.localOffer == nil, transport == nil else {
             throw .invalidState("acceptOffer(_:) needs a new session; the call is \(state.name)")
         }
         let offer = try Self.parse(sdp)
@@ -312,11 +304,7 @@ public actor CallSession {
             candidates = r.candidates
         }
         guard !candidates.isEmpty else { return .foundNothing }
-        sdpSessionVersion += 1
-        let offer = AudioOfferAnswer.makeOffer(reofferParameters(candidates: candidates, negotiated: negotiated))
-        localOffer = offer
-        pendingOffer = .restart
-        offeredHold = wantsHold
+        let offer = negotiation.makeReoffer(.restart, base: reofferBase(candidates: candidates, negotiated: negotiated), now: instantNow())
         restartsOffered += 1
         metrics.restartOffered()
         logger.notice(
@@ -340,24 +328,23 @@ public actor CallSession {
 
     /// The peer's answer to our re-offer (an ICE restart, or hold/resume).
     private func applyRenegotiationAnswer(_ sdp: String) throws(TetherError) {
-        guard let offer = localOffer, let pending = pendingOffer, let current = negotiated, let transport, !state.isEnded else {
-            throw .invalidState("applyAnswer(_:) without an outstanding re-offer; the call is \(state.name)")
-        }
-        let answer = try Self.parse(sdp)
-        let result: NegotiatedAudio
+        let notOutstanding = TetherError.invalidState("applyAnswer(_:) without an outstanding re-offer; the call is \(state.name)")
+        guard negotiation.pending != nil, let current = negotiated, let transport, !state.isEnded else { throw notOutstanding }
+        let parsed = try Self.parse(sdp)
+        let processed: Negotiator.ReofferAnswer?
         do throws(SDPError) {
-            result = try AudioOfferAnswer.processAnswer(answer, to: offer)
+            processed = try negotiation.processReofferAnswer(parsed)
         } catch {
             throw Self.negotiationError(error)
         }
-        let answersRestart = result.remoteICEUfrag != current.remoteICEUfrag
-        if pending == .direction {
+        guard let answer = processed else { throw notOutstanding }
+        let result = answer.result
+        if answer.purpose == .direction {
             // Hold or resume: the same ICE session (a peer that restarted ICE anyway is followed).
             try rekeyIfNeeded(current: current, new: result)
-            if answersRestart { try Self.applyRemoteICE(result, to: transport, describing: "answer") }
-            localOffer = nil
-            pendingOffer = nil
-            adopt(result, answering: false, offered: offer)
+            if answer.restartsICE { try Self.applyRemoteICE(result, to: transport, describing: "answer") }
+            negotiation.takeAnswer(answer)
+            adopted()
             return
         }
         if let attempt = offeredAttempt, var m = machine {
@@ -369,9 +356,8 @@ public actor CallSession {
         // Only an answer that is taken up re-keys (a discarded one changes nothing).
         try rekeyIfNeeded(current: current, new: result)
         try Self.applyRemoteICE(result, to: transport, describing: "restart answer")
-        localOffer = nil
-        pendingOffer = nil
-        adopt(result, answering: false, offered: offer)
+        negotiation.takeAnswer(answer)
+        adopted()
     }
 
     /// A re-offer from the peer: an ICE restart (new ICE credentials) and/or a direction change.
@@ -380,25 +366,17 @@ public actor CallSession {
             throw .invalidState("acceptOffer(_:) on a call that is \(state.name)")
         }
         let offer = try Self.parse(sdp)
-        let remoteUfrag = offer.media.first { $0.media == "audio" }?.iceUfrag ?? offer.iceUfrag
-        let isICERestart = remoteUfrag != current.remoteICEUfrag
-        if let pending = pendingOffer {
-            // Glare. A restart beats a direction change (it carries the path, and each side's
-            // answer carries its own hold); between two of a kind the controlling side's wins.
-            // The losing side drops its offer and answers; the winner refuses with 5003.
-            let keepOurs: Bool
-            switch (pending, isICERestart) {
-            case (.restart, false): keepOurs = true
-            case (.direction, true): keepOurs = false
-            default: keepOurs = transport.configuration.controlling
-            }
-            if keepOurs {
-                throw TetherError(
-                    code: .renegotiationConflict, isTerminal: false, canRetry: true,
-                    message: "both sides offered at once; this side's \(pending == .restart ? "restart" : "re-")offer wins, answer it instead")
-            }
-            localOffer = nil
-            pendingOffer = nil
+        let isICERestart = negotiation.restartsICE(offer)
+        // Glare: the losing side drops its offer and answers; the winner refuses with 5003.
+        switch negotiation.glare(peerRestartsICE: isICERestart, controlling: transport.configuration.controlling) {
+        case .none:
+            break
+        case .oursWins(let pending):
+            throw TetherError(
+                code: .renegotiationConflict, isTerminal: false, canRetry: true,
+                message: "both sides offered at once; this side's \(pending == .restart ? "restart" : "re-")offer wins, answer it instead")
+        case .theirsWins:
+            negotiation.yieldToPeerOffer()
         }
         var candidates: [String] = gathered ?? []
         if isICERestart {
@@ -441,12 +419,10 @@ public actor CallSession {
             }
         }
         if candidates.isEmpty { candidates = transport.localCandidates() }  // a re-gather still running
-        sdpSessionVersion += 1
         let (answer, result): (SessionDescription, NegotiatedAudio)
         do throws(SDPError) {
-            var parameters = localParameters(candidates: candidates, crypto: current.localCrypto.map { [$0] } ?? [], dtls: dtls?.localParameters)
-            parameters.direction = wantsHold ? .sendonly : .sendrecv
-            (answer, result) = try AudioOfferAnswer.makeAnswer(to: offer, local: parameters)
+            let base = localParameters(candidates: candidates, crypto: current.localCrypto.map { [$0] } ?? [], dtls: dtls?.localParameters)
+            (answer, result) = try negotiation.makeAnswer(to: offer, base: base)
         } catch {
             throw Self.negotiationError(error)
         }
@@ -457,8 +433,8 @@ public actor CallSession {
             metrics.restartAnswered()
             logger.notice("ICE restart: answering the peer's restart offer")
         }
-        offeredHold = wantsHold
-        adopt(result, answering: true, offered: nil)
+        negotiation.answered(result)
+        adopted()
         let text = answer.serialized()
         eventSink.yield(.localDescription(SessionDescriptionMessage(kind: .answer, sdp: text, isRestart: true)))
         return text
@@ -508,7 +484,7 @@ public actor CallSession {
                     message: "renegotiated SRTP suite \(newSuite.name) has no local key")
             }
             media?.replaceKeys(try SRTPContextPair.sdes(suite: suite, local: newLocal.keyAndSalt, remote: newRemote.keyAndSalt))
-            dtls?.cancelTimers()
+            disarmDTLSTimers()
             dtls = nil
             statisticsContext.withLock {
                 $0.keying = "SDES"
@@ -516,7 +492,7 @@ public actor CallSession {
                 $0.dtls = nil
             }
         case let (_, .dtls(newRole, newFingerprint)):
-            dtls?.cancelTimers()
+            disarmDTLSTimers()
             try startDTLS(role: newRole, remoteFingerprint: newFingerprint)
             startDTLSIfClient()
         }
@@ -537,29 +513,15 @@ public actor CallSession {
             $0.keying = "DTLS-SRTP"
             $0.dtls = keying.connection
         }
-        // The deadline belongs to this association: cancelled with it, and it names it by a
-        // serial number (an ObjectIdentifier could name a later association at a freed one's
-        // address).
-        dtlsAssociations += 1
-        let limit = configuration.connectTimeoutSeconds
-        keying.handshakeDeadline = Task { [weak self, association = dtlsAssociations] in
-            guard (try? await Task.sleep(for: .seconds(limit))) != nil else { return }
-            await self?.dtlsHandshakeTimedOut(association: association, after: limit)
-        }
+        // The deadline belongs to this association: a new one re-arms it, its keys disarm it.
+        arm(.dtlsHandshake, afterSeconds: configuration.connectTimeoutSeconds)
     }
 
-    /// Takes a renegotiated description's direction, credentials and DTMF format as current, and
-    /// the hold it carries: ours (`offeredHold`, what our offer or answer said), the peer's (its
-    /// direction does not receive; an answer to our `inactive` offer had no choice and says
-    /// nothing about it). Then offers the hold the embedder asked for meanwhile, if it differs.
-    private func adopt(_ result: NegotiatedAudio, answering: Bool, offered: SessionDescription?) {
-        negotiated = result
-        holdInForce = offeredHold
-        let ourOfferedDirection = offered.flatMap { o in
-            o.media.first { $0.media == "audio" && $0.port != 0 }?.effectiveDirection(sessionDirection: o.direction)
-        }
-        let peerCouldReceive = answering || (ourOfferedDirection?.isSending ?? true)
-        if peerCouldReceive { remoteHold = !result.remoteDirection.isReceiving }
+    /// A renegotiation completed (the negotiator took its description and hold): the media loop
+    /// takes its DTMF format and direction. Then offers the hold the embedder asked for
+    /// meanwhile, if it differs.
+    private func adopted() {
+        guard let result = negotiated else { return }
         media?.setTelephoneEvents(send: result.telephoneEvent, receivable: result.receivableTelephoneEvents)
         applyDirection()
         offerHoldChangeIfNeeded()
@@ -570,9 +532,9 @@ public actor CallSession {
     /// judged by RTCP: the side that does not receive media does not expect any.
     private func applyDirection() {
         guard let result = negotiated else { return }
-        let sending = weSend(result)
+        let sending = negotiation.weSend
         media?.sendsMedia.store(sending, ordering: .relaxed)
-        feed(.peerSendsMedia(peerSends(result)))
+        feed(.peerSendsMedia(negotiation.peerSends))
         feed(.weSendMedia(sending))
         updateMicrophone()
         let direction = result.direction.rawValue
@@ -580,17 +542,9 @@ public actor CallSession {
         publishHold()
     }
 
-    /// Whether we send media under `result`: its direction lets us and we hold nothing.
-    private func weSend(_ result: NegotiatedAudio) -> Bool { result.direction.isSending && !holdInForce }
-
-    /// Whether the peer sends media under `result`: what we receive as negotiated (its offer's
-    /// direction is not what it does once our answer narrowed it), unless it holds us — a peer
-    /// that is `sendonly` (RFC 3264 §8.4) may send nothing but RTCP.
-    private func peerSends(_ result: NegotiatedAudio) -> Bool { result.direction.isReceiving && !remoteHold }
-
     /// Publishes the hold in force (`holdState`, statistics) and reports a change.
     private func publishHold() {
-        let hold = HoldState(local: holdInForce, remote: remoteHold)
+        let hold = HoldState(local: negotiation.holdInForce, remote: negotiation.remoteHold)
         let changed = holdBox.withLock { current in
             defer { current = hold }
             return current != hold
@@ -602,35 +556,15 @@ public actor CallSession {
     /// and the capture device runs only while media runs, we are neither muted nor holding, and
     /// the direction lets us send.
     private func updateMicrophone() {
-        media?.muted.store(isMuted || wantsHold, ordering: .relaxed)
+        media?.muted.store(isMuted || negotiation.wantsHold, ordering: .relaxed)
         guard mediaRunning else { return }
-        if capturesNow { startSource() } else { stopSource() }
+        if negotiation.capturesNow(muted: isMuted) { startSource() } else { stopSource() }
     }
 
-    /// Whether the microphone should be open: not muted, not holding or held, sending.
-    private var capturesNow: Bool {
-        !isMuted && !wantsHold && (negotiated?.direction.isSending ?? true) && !remoteHold
-    }
-
-    /// What a re-offer (restart, hold, resume) carries: the session in force as negotiated, with
-    /// its payload types unchanged (RFC 3264 §8.3.2: Opus, telephone-event and RED keep the numbers
-    /// the first offer/answer gave them, whichever side chose them), the same keys and mid, and
-    /// the direction our hold asks for.
-    private func reofferParameters(candidates: [String], negotiated: NegotiatedAudio) -> LocalAudioParameters {
-        var parameters = localParameters(
-            candidates: candidates, crypto: negotiated.localCrypto.map { [$0] } ?? [], dtls: dtls?.localParameters)
-        parameters.mid = negotiated.mid
-        parameters.direction = offerDirection
-        parameters.opusPayloadType = negotiated.opusPayloadType
-        parameters.telephoneEvents = negotiated.receivableTelephoneEvents
-        parameters.redundantAudioPayloadType = negotiated.redundantAudio?.payloadType
-        return parameters
-    }
-
-    /// The direction our offers carry: on hold `sendonly`, or `inactive` when the peer holds us
-    /// too (RFC 3264 §8.4); `sendrecv` otherwise (a peer holding us answers `sendonly`).
-    private var offerDirection: MediaDirection {
-        wantsHold ? (remoteHold ? .inactive : .sendonly) : .sendrecv
+    /// What a re-offer (restart, hold, resume) is built on: this call's candidates, credentials
+    /// and the keys in force (the negotiator adds the session's payload types, mid and direction).
+    private func reofferBase(candidates: [String], negotiated: NegotiatedAudio) -> LocalAudioParameters {
+        localParameters(candidates: candidates, crypto: negotiated.localCrypto.map { [$0] } ?? [], dtls: dtls?.localParameters)
     }
 
     // MARK: Hold
@@ -660,8 +594,7 @@ public actor CallSession {
         guard negotiated != nil, !state.isEnded, state != .ending else {
             throw .invalidState("\(hold ? "hold()" : "resume()") needs a negotiated call; the call is \(state.name)")
         }
-        guard hold != wantsHold else { return }
-        wantsHold = hold
+        guard negotiation.setWantsHold(hold) else { return }
         updateMicrophone()
         offerHoldChangeIfNeeded()
     }
@@ -672,35 +605,27 @@ public actor CallSession {
     private func offerHoldChangeIfNeeded() {
         // While media is disrupted the restart that renews it carries the hold (checked again on
         // every driver pass, so a hold asked for meanwhile goes out once the call is back).
-        guard wantsHold != holdInForce, pendingOffer == nil, regatherInFlight == nil, !manualRenewalRunning,
+        guard negotiation.holdChangeDue, regatherInFlight == nil, !manualRenewalRunning,
             machine?.attemptInFlight == nil, state == .established || state == .connecting,
             let negotiated, let transport
         else { return }
-        sdpSessionVersion += 1
-        let offer = AudioOfferAnswer.makeOffer(reofferParameters(candidates: gathered ?? transport.localCandidates(), negotiated: negotiated))
-        localOffer = offer
-        pendingOffer = .direction
-        offeredHold = wantsHold
-        eventSink.yield(.localDescription(SessionDescriptionMessage(kind: .offer, sdp: offer.serialized(), isRestart: true)))
         // An offer nobody answers (lost by the signaling, refused without word) would block every
-        // later one: after the set-up time it is withdrawn.
-        let version = sdpSessionVersion
-        let limit = configuration.connectTimeoutSeconds
-        timers.append(
-            Task { [weak self] in
-                guard (try? await Task.sleep(for: .seconds(limit))) != nil else { return }
-                await self?.holdOfferTimedOut(version: version, after: limit)
-            })
+        // later one: the negotiator withdraws it after the set-up time (the driver's pass).
+        let base = reofferBase(candidates: gathered ?? transport.localCandidates(), negotiated: negotiated)
+        let offer = negotiation.makeReoffer(.direction, base: base, now: instantNow())
+        eventSink.yield(.localDescription(SessionDescriptionMessage(kind: .offer, sdp: offer.serialized(), isRestart: true)))
     }
 
-    private func holdOfferTimedOut(version: UInt64, after seconds: Double) {
-        guard pendingOffer == .direction, localOffer?.origin.sessionVersion == version, !state.isEnded else { return }
-        withdrawOffer()
+    /// Withdraws a hold or resume offer left unanswered past its deadline, and says so.
+    private func expireUnansweredOffer(now: MonotonicInstant) {
+        guard let carriedHold = negotiation.expireOffer(now: now) else { return }
+        updateMicrophone()
+        let seconds = negotiation.unansweredOfferSeconds
         eventSink.yield(
             .error(
                 TetherError(
                     code: .renegotiationUnanswered, isTerminal: false, canRetry: true,
-                    message: "the peer did not answer the \(offeredHold ? "hold" : "resume") re-offer within \(seconds) s; the call stays as it was")))
+                    message: "the peer did not answer the \(carriedHold ? "hold" : "resume") re-offer within \(seconds) s; the call stays as it was")))
     }
 
     /// The peer refused our outstanding re-offer (SIP 488 or 491, a browser whose
@@ -709,19 +634,9 @@ public actor CallSession {
     /// `hold()`/`resume()` again to retry, after a 491 for instance); a restart offer's attempt
     /// is retried by the reconnection core. Nothing happens without an outstanding re-offer.
     public func offerRejected() {
-        guard pendingOffer != nil, !state.isEnded else { return }
-        withdrawOffer()
-    }
-
-    /// Forgets the outstanding re-offer; a direction change it carried is given up.
-    private func withdrawOffer() {
-        let wasDirection = pendingOffer == .direction
-        localOffer = nil
-        pendingOffer = nil
-        if wasDirection && wantsHold != holdInForce {
-            wantsHold = holdInForce
-            updateMicrophone()
-        }
+        guard negotiation.pending != nil, !state.isEnded else { return }
+        // A direction change it carried is given up: the microphone follows the hold in force.
+        if negotiation.withdrawOffer() { updateMicrophone() }
     }
 
     // MARK: DTMF
@@ -764,7 +679,7 @@ public actor CallSession {
             throw TetherError(code: .dtmfNotNegotiated, isTerminal: false, canRetry: false,
                 message: "the peer did not accept telephone-event (RFC 4733), so DTMF cannot be sent")
         }
-        guard negotiated.direction.isSending, !holdInForce, !wantsHold else {
+        guard negotiated.direction.isSending, !negotiation.holdInForce, !negotiation.wantsHold else {
             throw .invalidState("DTMF cannot be sent while the call is on hold or the peer does not receive (\(negotiated.direction.rawValue))")
         }
         guard media.dtmfToSend.availableToWrite >= tones.count else {
@@ -834,7 +749,7 @@ public actor CallSession {
             // Media flows: the call stays established (the reconnection core would take the
             // first decoded frame for a restored path and drop the renewal half-way); a restart
             // offer on fresh candidates, answered as any restart is.
-            guard pendingOffer == nil, !manualRenewalRunning else { return }
+            guard negotiation.pending == nil, !manualRenewalRunning else { return }
             manualRenewalRunning = true
             Task { [weak self] in await self?.renewEstablishedMedia() }
         case .mediaDisrupted, .renewingMedia:
@@ -1057,7 +972,7 @@ public actor CallSession {
         let (ufrag, pwd) = checkOnly ? ("tether", "tethertethertethertether") : transport?.localCredentials() ?? ("", "")
         let opus = configuration.opus
         return LocalAudioParameters(
-            sessionID: sdpSessionID, sessionVersion: sdpSessionVersion, originAddress: configuration.localAddresses.first ?? parsed.first?.address ?? "0.0.0.0",
+            sessionID: negotiation.sessionID, sessionVersion: negotiation.sessionVersion, originAddress: configuration.localAddresses.first ?? parsed.first?.address ?? "0.0.0.0",
             opusParameters: OpusParameters(
                 // What we send is coded no wider than this (RFC 7587's hint to the receiver).
                 spropMaxCaptureRateHz: UInt32(opus.maximumBandwidth.sampleRateHertz),
@@ -1100,12 +1015,11 @@ public actor CallSession {
 
     /// Waits for the current gathering to finish, at most 10 s (nil on time-out or hang-up).
     private func awaitGathering() async -> [String]? {
-        let timeout = Task { [weak self] in
-            guard (try? await Task.sleep(for: .seconds(10))) != nil else { return }
-            await self?.gatheringTimedOut()
-        }
-        defer { timeout.cancel() }
-        return await waitForGathering()
+        // One time-out for every waiter: it resumes them all.
+        if gathered == nil && !deadlines.isArmed(.gathering) { arm(.gathering, afterSeconds: 10) }
+        let candidates = await waitForGathering()
+        if gatherWaiters.isEmpty { deadlines.disarm(.gathering) }
+        return candidates
     }
 
     /// Gathers candidates again on a fresh ICE stream (after a local network change); the old
@@ -1192,14 +1106,13 @@ public actor CallSession {
             try startDTLS(role: role, remoteFingerprint: remoteFingerprint)
             statisticsContext.withLock { $0.payloadType = Int(result.opusPayloadType) }
         }
-        negotiated = result
+        negotiation.established(result)
         var m = ReconnectStateMachine(
             policy: configuration.reconnection, glareRole: transport.configuration.controlling ? .keepsOwnOffer : .yieldsToPeer)
         let now = instantNow()
         // A peer whose first description does not receive holds the call from the start.
-        remoteHold = !result.remoteDirection.isReceiving
-        _ = m.handle(.peerSendsMedia(peerSends(result)), now: now)
-        _ = m.handle(.weSendMedia(weSend(result)), now: now)
+        _ = m.handle(.peerSendsMedia(negotiation.peerSends), now: now)
+        _ = m.handle(.weSendMedia(negotiation.weSend), now: now)
         // ICE may have selected a pair before the negotiation finished (the answerer's checks
         // start with the offer): the machine must know we can send (its send-path grace).
         if selectedPair != nil { _ = m.handle(.iceConnected, now: now) }
@@ -1208,17 +1121,7 @@ public actor CallSession {
         machine = m
         pathProbes = PathProbeSchedule(silenceSeconds: configuration.reconnection.pathProbeSeconds)
         transition(to: .connecting)
-        if configuration.statisticsIntervalSeconds > 0 {
-            let interval = configuration.statisticsIntervalSeconds
-            timers.append(
-                Task { [weak self] in
-                    while !Task.isCancelled {
-                        guard (try? await Task.sleep(for: .seconds(interval))) != nil else { return }
-                        guard let self else { return }
-                        await self.emitStatistics()
-                    }
-                })
-        }
+        if configuration.statisticsIntervalSeconds > 0 { arm(.statistics, afterSeconds: configuration.statisticsIntervalSeconds) }
         if startRequested && media != nil { try startMedia() }
     }
 
@@ -1259,7 +1162,7 @@ public actor CallSession {
                 adaptiveJitterBuffer: configuration.adaptiveJitterBuffer,
                 jitterBufferMaximumMilliseconds: configuration.jitterBufferMaximumMilliseconds,
                 usesFEC: configuration.opus.inBandFEC, concealsLoss: configuration.concealsLoss,
-                rtcpIntervalSeconds: configuration.rtcpIntervalSeconds, sendsMedia: weSend(result),
+                rtcpIntervalSeconds: configuration.rtcpIntervalSeconds, sendsMedia: negotiation.sends(under: result),
                 lossAdaptation: adaptation, telephoneEvent: result.telephoneEvent,
                 receivableTelephoneEvents: result.receivableTelephoneEvents, redundantAudio: result.redundantAudio,
                 sendsLossRunLength: result.peerRequestsLossRunLengthReports, voiceProcessor: voice,
@@ -1306,7 +1209,7 @@ public actor CallSession {
         for datagram in output.datagrams { transport.sendControl(datagram) }
         if let keys = output.keys { dtlsKeysReady(keys) }
         if case let .failed(error) = dtls.connection.state {
-            dtls.retransmission?.cancel()
+            deadlines.disarm(.dtlsRetransmission)
             guard dtls.keys == nil || error != .closedByPeer else {
                 // The peer closed the association (a browser's pc.close()): a hang-up.
                 if !state.isEnded && state != .ending { remoteHangUpByDTLS() }
@@ -1318,19 +1221,11 @@ public actor CallSession {
                 code: code, isTerminal: true, canRetry: code == .dtlsHandshakeFailed, message: "\(error)", cause: error))
             return
         }
-        dtls.retransmission?.cancel()
-        dtls.retransmission = nil
         if let delay = dtls.connection.retransmitDelaySeconds {
-            dtls.retransmission = Task { [weak self] in
-                guard (try? await Task.sleep(for: .seconds(delay + 0.001))) != nil else { return }
-                await self?.dtlsTimerFired()
-            }
+            arm(.dtlsRetransmission, afterSeconds: delay + 0.001)
+        } else {
+            deadlines.disarm(.dtlsRetransmission)
         }
-    }
-
-    private func dtlsTimerFired() {
-        guard let dtls, !state.isEnded else { return }
-        handleDTLS(dtls.connection.handleTimer())
     }
 
     /// DTLS handshakes this call completed: one per association (ICE restarts add none; a peer
@@ -1339,7 +1234,13 @@ public actor CallSession {
 
     /// Whether the current DTLS association's handshake deadline is still armed (tests: a
     /// finished handshake disarms it, so no stale timer outlives its association).
-    var dtlsHandshakeDeadlineArmed: Bool { dtls?.handshakeDeadline != nil }
+    var dtlsHandshakeDeadlineArmed: Bool { deadlines.isArmed(.dtlsHandshake) }
+
+    /// The association is replaced or the call ends: its timers go with it.
+    private func disarmDTLSTimers() {
+        deadlines.disarm(.dtlsRetransmission)
+        deadlines.disarm(.dtlsHandshake)
+    }
 
     /// The client opens the handshake once ICE has a pair to send it on.
     private func startDTLSIfClient() {
@@ -1351,8 +1252,7 @@ public actor CallSession {
     private func dtlsKeysReady(_ keys: DTLSSRTPKeys) {
         guard let dtls, dtls.keys == nil, let negotiated, !state.isEnded else { return }
         dtls.keys = keys
-        dtls.handshakeDeadline?.cancel()
-        dtls.handshakeDeadline = nil
+        deadlines.disarm(.dtlsHandshake)
         dtlsHandshakes += 1
         if let media {
             // A new association of a running call (the peer's certificate changed): its keys
@@ -1378,8 +1278,8 @@ public actor CallSession {
         finish(CallTerminationReason(cause: .remoteHangup), sendBye: false)
     }
 
-    private func dtlsHandshakeTimedOut(association: Int, after seconds: Double) {
-        guard let dtls, association == dtlsAssociations, dtls.keys == nil, !state.isEnded, state != .ending else { return }
+    private func dtlsHandshakeTimedOut(after seconds: Double) {
+        guard let dtls, dtls.keys == nil, !state.isEnded, state != .ending else { return }
         let error = DTLSError.handshakeTimedOut(seconds: seconds)
         end(dueTo: TetherError(code: .dtlsHandshakeFailed, isTerminal: true, canRetry: true, message: "\(error)", cause: error))
     }
@@ -1387,7 +1287,7 @@ public actor CallSession {
     private func startMedia() throws(TetherError) {
         guard let media, !mediaRunning else { return }
         startSink()
-        if capturesNow && !startSource() && configuration.requiresCapture {
+        if negotiation.capturesNow(muted: isMuted) && !startSource() && configuration.requiresCapture {
             throw TetherError(
                 code: .captureDeviceFailed, isTerminal: false, canRetry: true,
                 message: "capture '\(currentSource.name)' cannot be opened and the configuration requires capture")
@@ -1400,24 +1300,14 @@ public actor CallSession {
         mediaRunning = true
         // The set-up clock runs from when media may flow (an answerer may accept an offer and
         // start only when the user picks up).
-        let timeoutSeconds = configuration.connectTimeoutSeconds
-        timers.append(
-            Task { [weak self] in
-                guard (try? await Task.sleep(for: .seconds(timeoutSeconds))) != nil else { return }
-                await self?.connectTimedOut()
-            })
+        arm(.connect, afterSeconds: configuration.connectTimeoutSeconds)
         feed(.mediaStarted)
         if configuration.followsNetworkChanges {
             networkSubscription = NetworkChangeHub.shared.subscribe { [weak self] change in
                 Task { await self?.networkChanged(change) }
             }
         }
-        driverTask = Task { [weak self] in
-            while !Task.isCancelled {
-                guard let self, let delay = await self.drive() else { return }
-                guard (try? await Task.sleep(for: .nanoseconds(delay))) != nil else { return }
-            }
-        }
+        arm(.driverPass, at: instantNow())
     }
 
     // MARK: Audio devices
@@ -1477,7 +1367,7 @@ public actor CallSession {
         stopSource()
         currentSource = source
         statisticsContext.withLock { $0.source = source }
-        if (wasRunning || mediaRunning) && capturesNow { startSource() }
+        if (wasRunning || mediaRunning) && negotiation.capturesNow(muted: isMuted) { startSource() }
     }
 
     /// Switches the playback device mid-call.
@@ -1507,6 +1397,62 @@ public actor CallSession {
                         cause: error)))
         case .recovered, .moved:
             if capture && sourceRunning && !isMuted { media?.captureActive.store(true, ordering: .releasing) }
+        }
+    }
+
+    // MARK: Timers
+
+    /// Arms `timer` `seconds` from now.
+    private func arm(_ timer: SessionTimer, afterSeconds seconds: Double) {
+        arm(timer, at: instantNow().advanced(bySeconds: seconds))
+    }
+
+    private func arm(_ timer: SessionTimer, at instant: MonotonicInstant) {
+        guard !state.isEnded else { return }
+        deadlines.arm(timer, at: instant)
+        scheduleWake()
+    }
+
+    /// Keeps one task sleeping until the soonest deadline (a disarmed one may wake it early:
+    /// nothing is due then, and it sleeps again).
+    private func scheduleWake() {
+        guard let next = deadlines.next?.nanoseconds else { return }
+        if let at = wakeAt, at <= next { return }
+        wakeTask?.cancel()
+        wakeAt = next
+        wakeTask = Task { [weak self] in
+            let now = MonotonicClock.nanoseconds()
+            if next > now { guard (try? await Task.sleep(for: .nanoseconds(next - now))) != nil else { return } }
+            await self?.wake()
+        }
+    }
+
+    /// Fires every due timer, soonest first, then sleeps until the next.
+    private func wake() {
+        wakeTask = nil
+        wakeAt = nil
+        for timer in deadlines.takeDue(now: instantNow()) {
+            guard !state.isEnded else { return }
+            fire(timer)
+        }
+        scheduleWake()
+    }
+
+    private func fire(_ timer: SessionTimer) {
+        switch timer {
+        case .driverPass:
+            if let delay = drive() { arm(.driverPass, at: instantNow().advanced(byNanoseconds: delay)) }
+        case .connect:
+            connectTimedOut()
+        case .statistics:
+            emitStatistics()
+            arm(.statistics, afterSeconds: configuration.statisticsIntervalSeconds)
+        case .dtlsRetransmission:
+            if let dtls { handleDTLS(dtls.connection.handleTimer()) }
+        case .dtlsHandshake:
+            dtlsHandshakeTimedOut(after: configuration.connectTimeoutSeconds)
+        case .gathering:
+            gatheringTimedOut()
         }
     }
 
@@ -1561,6 +1507,7 @@ public actor CallSession {
         }
         feed(.tick)
         forwardReceivedDTMF()
+        expireUnansweredOffer(now: instantNow())
         offerHoldChangeIfNeeded()
         publishRecovery()
         guard let m = machine, !state.isEnded else { return nil }
@@ -1570,7 +1517,9 @@ public actor CallSession {
         // Wake at the machine's deadline, and at least every 20 ms to read the media counters.
         let now = MonotonicClock.nanoseconds()
         var delay: UInt64 = 20_000_000
-        if let d = m.nextDeadline() { delay = min(delay, d.nanoseconds > now ? d.nanoseconds - now : 0) }
+        for deadline in [m.nextDeadline(), negotiation.nextDeadline] {
+            if let d = deadline { delay = min(delay, d.nanoseconds > now ? d.nanoseconds - now : 0) }
+        }
         return max(delay, 1_000_000)
     }
 
@@ -1776,11 +1725,12 @@ public actor CallSession {
         guard !state.isEnded else { return }
         if reason.cause != .mediaTimeout { feed(.hangUp) }
         publishRecovery()
-        driverTask?.cancel()
+        deadlines.removeAll()
+        wakeTask?.cancel()
+        wakeTask = nil
+        wakeAt = nil
         if let id = networkSubscription { NetworkChangeHub.shared.unsubscribe(id) }
         networkSubscription = nil
-        for t in timers { t.cancel() }
-        timers = []
         if sourceRunning { currentSource.stop() }
         sourceRunning = false
         media?.stop(sendBye: sendBye && mediaRunning)
@@ -1789,7 +1739,6 @@ public actor CallSession {
         if sinkRunning { currentSink.stop() }
         sinkRunning = false
         if let dtls {
-            dtls.cancelTimers()
             // close_notify, as browsers send on pc.close(): queued on the GLib thread before the close.
             if sendBye { for datagram in dtls.connection.close().datagrams { transport?.sendControl(datagram) } }
         }
@@ -1802,6 +1751,22 @@ public actor CallSession {
         eventSink.finish()
         internalSink.finish()
     }
+}
+
+/// The call's timers (`CallSession.deadlines`).
+enum SessionTimer: Hashable, Sendable {
+    /// The reconnection driver's next pass (media counters, the machine's deadlines).
+    case driverPass
+    /// No media `connectTimeoutSeconds` after media started: the call fails.
+    case connect
+    /// The next `.statistics` event.
+    case statistics
+    /// A DTLS flight is due again.
+    case dtlsRetransmission
+    /// The current DTLS association's handshake must have finished.
+    case dtlsHandshake
+    /// Gathering is given up on (its waiters go on with what was found).
+    case gathering
 }
 
 /// The report recorder, shared by the session and its event broadcaster.
