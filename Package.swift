@@ -134,7 +134,7 @@ let package = Package(
         .testTarget(
             name: "TetherTests",
             dependencies: [
-                "Tether", "TetherAudio", "TetherTestbed", "TetherFaults", "CAllocationCounter",
+                "Tether", "TetherAudio", "TetherTestbed", "TetherFaults", "TetherFaultLab", "CAllocationCounter",
                 .product(name: "Logging", package: "swift-log"), .product(name: "InMemoryLogging", package: "swift-log"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
             ]),

@@ -1,18 +1,15 @@
 import Foundation
 import Testing
 import Synchronization
+import TetherFaultLab
 import TetherRealtime
 
-/// A `tether call` process (optionally inside a network namespace) whose JSON lines are recorded.
-final class CallProcess: @unchecked Sendable {
+/// A `tether call` process (optionally inside a network namespace), or a third-party peer's
+/// driver that speaks the same JSON lines, on the fault lab's `JSONLineProcess`: these are the
+/// tests' views of its lines (instants in monotonic nanoseconds).
+final class CallProcess: Sendable {
     let name: String
-    private let process = Process()
-    private let input = Pipe()
-    private let output = Pipe()
-    private let lines = Mutex<[(line: String, atNanoseconds: UInt64)]>([])
-    private let forward = Mutex<(@Sendable (String) -> Void)?>(nil)
-    /// The process's output reached its end (every line it printed has been recorded).
-    private let outputEnded = Atomic<Bool>(false)
+    let lines: JSONLineProcess
 
     /// The `tether` executable built next to the test bundle.
     static var tetherExecutable: String {
@@ -33,71 +30,26 @@ final class CallProcess: @unchecked Sendable {
 
     /// - Parameter stderrPath: a file that receives the process's stderr (its log); none: discarded.
     init(name: String, namespace: String? = nil, arguments: [String], executable: Bool = false, stderrPath: String? = nil) throws {
-        // A peer that already exited must not kill the test process with SIGPIPE.
-        signal(SIGPIPE, SIG_IGN)
         self.name = name
+        let (path, fullArguments): (String, [String])
         if executable {
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            process.arguments = arguments
+            (path, fullArguments) = ("/usr/bin/env", arguments)
         } else if let namespace {
-            process.executableURL = URL(fileURLWithPath: "/usr/sbin/ip")
-            process.arguments = ["netns", "exec", namespace, Self.tetherExecutable, "call"] + arguments
+            (path, fullArguments) = ("/usr/sbin/ip", ["netns", "exec", namespace, Self.tetherExecutable, "call"] + arguments)
         } else {
-            process.executableURL = URL(fileURLWithPath: Self.tetherExecutable)
-            process.arguments = ["call"] + arguments
+            (path, fullArguments) = (Self.tetherExecutable, ["call"] + arguments)
         }
-        process.standardInput = input
-        process.standardOutput = output
-        if let stderrPath {
-            _ = FileManager.default.createFile(atPath: stderrPath, contents: nil)
-            process.standardError = FileHandle(forWritingAtPath: stderrPath)
-        } else {
-            process.standardError = FileHandle.nullDevice
-        }
-        let buffer = Mutex<Data>(Data())
-        output.fileHandleForReading.readabilityHandler = { [weak self] handle in
-            let chunk = handle.availableData
-            // End of output: stop watching, which lets Foundation cancel and free its dispatch
-            // source (left set, it keeps the handle and the process alive for ever).
-            if chunk.isEmpty {
-                handle.readabilityHandler = nil
-                self?.outputEnded.store(true, ordering: .releasing)
-            }
-            guard let self, !chunk.isEmpty else { return }
-            let complete: [String] = buffer.withLock { data in
-                data.append(chunk)
-                var out: [String] = []
-                while let newline = data.firstIndex(of: 0x0A) {
-                    out.append(String(decoding: data[data.startIndex..<newline], as: UTF8.self))
-                    data.removeSubrange(data.startIndex...newline)
-                }
-                return out
-            }
-            for line in complete {
-                // Record and forward under one lock so `relayLines` neither misses nor repeats a line.
-                let send = self.lines.withLock { entries -> (@Sendable (String) -> Void)? in
-                    entries.append((line, MonotonicClock.nanoseconds()))
-                    return self.forward.withLock { $0 }
-                }
-                send?(line)
-            }
-        }
-        try process.run()
+        lines = try JSONLineProcess(name: name, executable: path, arguments: fullArguments, errorPath: stderrPath)
     }
 
     /// Sends every line this process prints to `peer`'s standard input (the signaling relay).
     /// `rewrite` changes each line on its way (a test playing a peer that hides its addresses).
     func relayLines(to peer: CallProcess, rewrite: (@Sendable (String) -> String)? = nil) {
-        // Lines printed before the relay was set up are delivered first, in order.
-        let earlier = lines.withLock { entries in
-            forward.withLock { $0 = { [weak peer] line in peer?.send(rewrite?(line) ?? line) } }
-            return entries.map(\.line)
-        }
-        for line in earlier { peer.send(rewrite?(line) ?? line) }
+        lines.relayLines(to: peer.lines, rewrite: rewrite)
     }
 
     func send(_ line: String) {
-        try? input.fileHandleForWriting.write(contentsOf: Data((line + "\n").utf8))
+        lines.send(line)
     }
 
     /// Asks a third-party peer's driver for a `report` line until `until` holds for one (a new
@@ -127,11 +79,7 @@ final class CallProcess: @unchecked Sendable {
 
     /// The parsed JSON objects printed so far.
     var objects: [(object: [String: Any], atNanoseconds: UInt64)] {
-        lines.withLock { $0 }.compactMap { entry in
-            guard let data = entry.line.data(using: .utf8), let o = try? JSONSerialization.jsonObject(with: data) as? [String: Any]
-            else { return nil }
-            return (o, entry.atNanoseconds)
-        }
+        lines.recorded.compactMap { line in line.object.map { ($0, line.atNanoseconds) } }
     }
 
     /// The states printed so far, in order.
@@ -151,24 +99,10 @@ final class CallProcess: @unchecked Sendable {
         return nil
     }
 
-    /// Waits for the process to exit (up to `timeoutSeconds`, then terminates it); returns its status.
+    /// Waits for the process to exit (up to `timeoutSeconds`, then kills it) and for its last
+    /// lines; returns its status.
     func waitForExit(timeoutSeconds: Double) async -> Int32 {
-        let deadline = MonotonicClock.nanoseconds() + UInt64(timeoutSeconds * 1e9)
-        while process.isRunning && MonotonicClock.nanoseconds() < deadline {
-            try? await Task.sleep(for: .milliseconds(20))
-        }
-        if process.isRunning {
-            process.terminate()
-            process.waitUntilExit()
-        }
-        // The last lines may still be on their way through the pipe: wait for its end (a few
-        // seconds at most; a child that kept the pipe open must not hang the test).
-        let drained = MonotonicClock.nanoseconds() + 5_000_000_000
-        while !outputEnded.load(ordering: .acquiring) && MonotonicClock.nanoseconds() < drained {
-            try? await Task.sleep(for: .milliseconds(10))
-        }
-        output.fileHandleForReading.readabilityHandler = nil
-        return process.terminationStatus
+        await lines.waitForExit(timeoutSeconds: timeoutSeconds)
     }
 }
 
