@@ -251,4 +251,57 @@ struct NegotiatorTests {
         #expect(throws: SDPError.self) { try a.processReofferAnswer(unrelated) }
         #expect(a.pending == .direction && !a.holdInForce && a.wantsHold)
     }
+
+    // MARK: Re-keying
+
+    @Test func aHoldOrRestartKeepsTheKeysAndANewKeyOrCertificateRekeys() throws {
+        var (a, b) = try Self.established()
+        let before = try #require(a.negotiated)
+        _ = a.setWantsHold(true)
+        _ = try Self.exchange(&a, &b, .restart, fromUfrag: "aaa2", toUfrag: "bbb2")
+        let after = try #require(a.negotiated)
+        #expect(before.keying.change(to: after.keying) == .keep)  // the same a=crypto lines again
+
+        // The peer's re-offer with a new SDES key: new keys at once.
+        var fresh = try Fixtures.localParameters(crypto: [
+            CryptoAttribute(tag: 1, suite: .AES_CM_128_HMAC_SHA1_80, keyAndSalt: Fixtures.key(30, seed: 99))
+        ])
+        fresh.iceUfrag = "aaa2"
+        let offer = try Self.wire(AudioOfferAnswer.makeOffer(fresh))
+        let (_, rekeyed) = try b.makeAnswer(to: offer, base: Self.base(ufrag: "bbb2"))
+        guard case let .sdes(suite, _, remote) = b.negotiated!.keying.change(to: rekeyed.keying) else {
+            Issue.record("a new SDES key is not a re-key")
+            return
+        }
+        #expect(suite == .AES_CM_128_HMAC_SHA1_80 && remote.keyAndSalt == Fixtures.key(30, seed: 99))
+    }
+
+    @Test func dtlsKeepsItsAssociationUnlessTheRoleOrCertificateChanges() throws {
+        let chromium = try DTLSNegotiationTests.chromium("offer-before-icerestart.sdp")
+        let restart = try DTLSNegotiationTests.chromium("offer-icerestart.sdp")
+        let local = try DTLSNegotiationTests.local()
+        let (_, first) = try AudioOfferAnswer.makeAnswer(to: chromium, local: local)
+        let (_, second) = try AudioOfferAnswer.makeAnswer(to: restart, local: local)
+        #expect(first.keying.change(to: second.keying) == .keep)  // Chromium's ICE restart
+        guard case let .dtls(role, fingerprint) = first.keying else {
+            Issue.record("Chromium's offer is not DTLS-keyed")
+            return
+        }
+        let stranger = try DTLSFingerprint(hashFunction: "sha-256", digest: [UInt8](repeating: 1, count: 32))
+        #expect(
+            first.keying.change(to: .dtls(role: role, remoteFingerprint: stranger))
+                == .newDTLSAssociation(role: role, remoteFingerprint: stranger))
+        let otherRole: DTLSRole = role == .client ? .server : .client
+        #expect(
+            first.keying.change(to: .dtls(role: otherRole, remoteFingerprint: fingerprint))
+                == .newDTLSAssociation(role: otherRole, remoteFingerprint: fingerprint))
+        // From DTLS to SDES and back.
+        let (a, _) = try Self.established()
+        let sdes = try #require(a.negotiated).keying
+        guard case .sdes = first.keying.change(to: sdes) else {
+            Issue.record("DTLS to SDES keeps the association")
+            return
+        }
+        #expect(sdes.change(to: first.keying) == .newDTLSAssociation(role: role, remoteFingerprint: fingerprint))
+    }
 }

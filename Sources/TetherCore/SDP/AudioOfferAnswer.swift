@@ -562,3 +562,34 @@ public enum AudioOfferAnswer {
             media: [section])
     }
 }
+
+extension NegotiatedKeying {
+    /// What a renegotiation does to SRTP, from the keying in force to `new`.
+    public enum Change: Sendable, Equatable {
+        /// Keep SRTP as it is: the same SDES keys, or the same DTLS association (role and the
+        /// peer's certificate: an ICE restart).
+        case keep
+        /// New SDES keys, in force at once (from DTLS too: its association is dropped).
+        case sdes(suite: SDPCryptoSuite, local: CryptoAttribute, remote: CryptoAttribute)
+        /// A new DTLS association (RFC 8842 §5.2: a new fingerprint or role, as when a call is
+        /// handed to another device); media keeps the old keys until its handshake finishes.
+        case newDTLSAssociation(role: DTLSRole, remoteFingerprint: DTLSFingerprint)
+    }
+
+    /// What changing from this keying to `new` takes.
+    public func change(to new: NegotiatedKeying) -> Change {
+        switch (self, new) {
+        case let (.dtls(role, fingerprint), .dtls(newRole, newFingerprint))
+        where DTLSNegotiation.keepsAssociation(
+            currentRole: role, currentFingerprint: fingerprint, role: newRole, remoteFingerprints: [newFingerprint]):
+            return .keep
+        case let (.sdes(suite, local, remote), .sdes(newSuite, newLocal, newRemote))
+        where suite == newSuite && local.keyAndSalt == newLocal.keyAndSalt && remote.keyAndSalt == newRemote.keyAndSalt:
+            return .keep
+        case let (_, .sdes(suite, local, remote)):
+            return .sdes(suite: suite, local: local, remote: remote)
+        case let (_, .dtls(role, fingerprint)):
+            return .newDTLSAssociation(role: role, remoteFingerprint: fingerprint)
+        }
+    }
+}

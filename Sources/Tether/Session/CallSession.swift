@@ -1,0 +1,350 @@
+import CoreMetrics
+import Foundation
+import Logging
+import Synchronization
+import TetherAudio
+import TetherCodec
+import TetherCore
+import TetherDTLS
+import TetherICE
+import TetherNetworkMonitor
+import TetherRTP
+import TetherRealtime
+
+/// One call's media: from the microphone to the far speaker and back.
+///
+/// The embedder owns signaling. Offerer: `makeOffer()`, deliver the SDP, then `applyAnswer(_:)`.
+/// Answerer: `acceptOffer(_:)` returns the answer to deliver. Call `start()` to let media flow as
+/// soon as negotiation completes, and `hangUp()` to end. Follow `events` for state changes,
+/// descriptions, errors and statistics; read `state` and `statistics()` at any time.
+///
+/// The offerer is ICE-controlling (RFC 8445 §6.1.1).
+///
+/// Inside, one actor owns the call's parts, each in its own file, and is the only code that
+/// awaits: the decisions are sans-IO values in TetherCore, fed with explicit instants — offer/answer
+/// and hold (`Negotiator`), reconnection (`ReconnectStateMachine`), the call's timers
+/// (`DeadlineSet`) — and the parts carry out what they decide:
+/// - `CallSession.swift`: state, creation, the first offer/answer, call control (start, mute, end).
+/// - `+Renegotiation`: ICE restarts and hold re-offers and answers, glare, direction.
+/// - `+Keying`: SDES and DTLS-SRTP, re-keying.
+/// - `+MediaPath`: ICE transport and gathering, the media loop's set-up.
+/// - `+AudioDevices`, `+DTMF`, `+Statistics` (statistics and the report).
+/// - `+Driver`: the one timer task, the reconnection core's feed, ICE and media events, the end.
+public actor CallSession {
+    /// Every event of the call, in order, from its creation. Finishes after the `ended` state
+    /// change. One consumer; more can follow the call with `subscribeToEvents()`.
+    public nonisolated let events: AsyncStream<CallEvent>
+    nonisolated let eventSink: EventBroadcaster
+    /// The call's identifier (`CallConfiguration.callId`, or a random UUID): in every log
+    /// message as `call-id`, and in the report.
+    public nonisolated let callId: String
+    /// The call's logger: the configuration's, with `call-id`.
+    nonisolated let logger: Logger
+    /// What the call report needs, gathered as the call goes.
+    nonisolated let reportRecorder: ReportRecorderBox
+    /// The call's last log messages, for the report.
+    nonisolated let recentLog: RecentLog
+    /// The call's counters and gauges (swift-metrics).
+    nonisolated let metrics: CallMetrics
+    /// When the driver last gave the report a statistics sample (monotonic ns).
+    var lastReportSample: UInt64 = 0
+    nonisolated let internalSink: AsyncStream<InternalEvent>.Continuation
+    nonisolated let stateBox = Mutex<CallState>(.new)
+    nonisolated let statisticsContext: Mutex<StatisticsContext>
+
+    let configuration: CallConfiguration
+    let createdAtNanoseconds: UInt64
+    let receiveRing = PacketRing(slotCount: 256, maximumPacketBytes: 1500)
+    let captureRing: SPSCRing<Int16>
+    let playbackRing: SPSCRing<Int16>
+    /// How much the playback device wants queued in `playbackRing` (shared with the media loop).
+    let playbackDemand = PlaybackDemand()
+    /// The media worker thread this call's loop runs on (assigned at creation, least loaded).
+    let lease = MediaWorker.lease()
+    /// What the devices and the transport signal: the worker's wake-up.
+    var wakeup: EventCount { lease.worker.wakeup }
+    let cname: String
+
+    var transport: ICETransport?
+    var media: MediaLoop?
+    var localKeys: [UInt32: SRTPKeyMaterial] = [:]
+    /// Offer/answer, renegotiation and hold (sans-IO): the description in force and ours outstanding.
+    var negotiation: Negotiator
+    /// The session in force, once the first offer/answer completed.
+    var negotiated: NegotiatedAudio? { negotiation.negotiated }
+    var startRequested = false
+    var isMuted = false
+    var mediaRunning = false
+    var sourceRunning = false
+    var sinkRunning = false
+    /// The capture and playback devices in use (changed by `setAudioSource`/`setAudioSink`).
+    var currentSource: any AudioSource
+    var currentSink: any AudioSink
+    var gathered: [String]?
+    var gatherWaiters: [CheckedContinuation<[String]?, Never>] = []
+    /// Every timer of the call, as deadlines; `wakeTask` sleeps until the soonest (`scheduleWake`).
+    var deadlines = DeadlineSet<SessionTimer>()
+    var wakeTask: Task<Void, Never>?
+    /// When `wakeTask` wakes (monotonic ns).
+    var wakeAt: UInt64?
+    /// The reconnection core (sans-IO); this actor drives it with real instants.
+    var machine: ReconnectStateMachine?
+    /// Instants already reported to the machine (monotonic nanoseconds).
+    var fedArrival: UInt64 = 0
+    var fedDecoded: UInt64 = 0
+    var fedReport: UInt64 = 0
+    /// A `renewMedia()` of an established call is gathering or offering.
+    var manualRenewalRunning = false
+    /// When to probe a quiet path with a connectivity check of our own (a rebound NAT mapping).
+    var pathProbes = PathProbeSchedule(silenceSeconds: 0)
+    var lastFedNow: UInt64 = 0
+    /// The machine's attempt number our outstanding restart offer belongs to.
+    var offeredAttempt: Int?
+    /// Our subscription to the process's network-change monitor.
+    var networkSubscription: UInt64?
+    /// The candidate pair carrying media now.
+    var selectedPair: ICESelectedPair?
+    /// What network changes mean for the path.
+    var networkJudge: NetworkPathJudge { NetworkPathJudge(pinnedAddresses: configuration.localAddresses) }
+    nonisolated let holdBox = Mutex(HoldState())
+    /// Restart offers made (ours) and answered (theirs), for statistics.
+    var restartsOffered = 0
+    var restartsAnswered = 0
+    /// DTLS-SRTP keying: the association (one per call; ICE restarts keep it; its timers are
+    /// `.dtlsRetransmission` and `.dtlsHandshake`).
+    var dtls: DTLSKeying?
+    var dtlsHandshakes = 0
+    /// The re-gathering under way, shared by every caller that needs fresh candidates meanwhile.
+    var regatherInFlight: RegatherJob?
+    var regatherSerial = 0
+    /// Callers waiting on a job (by job id), then holding its stream (by regather token).
+    var pendingRegatherClaims: [Int: Int] = [:]
+    var regatherClaims: [UInt64: Int] = [:]
+
+    /// A further stream of the call's events, from now on (for a second observer such as a UI
+    /// next to the signaling bridge). Finishes after the `ended` state change.
+    public nonisolated func subscribeToEvents() -> AsyncStream<CallEvent> {
+        eventSink.subscribe()
+    }
+
+    /// The current state (readable from any thread).
+    public nonisolated var state: CallState { stateBox.withLock { $0 } }
+
+    /// Who holds the call, as the last completed offer/answer says (readable from any thread);
+    /// `.holdChanged` events report every change.
+    public nonisolated var holdState: HoldState { holdBox.withLock { $0 } }
+
+    /// Creates a session.
+    /// - Throws: `TetherError` with code 5001 when the configuration is invalid.
+    public init(configuration: CallConfiguration) throws(TetherError) {
+        try configuration.validate()
+        self.configuration = configuration
+        negotiation = Negotiator(
+            sessionID: UInt64.random(in: 1...(UInt64(1) << 62)), unansweredOfferSeconds: configuration.connectTimeoutSeconds)
+        currentSource = configuration.audioSource
+        currentSink = configuration.audioSink
+        createdAtNanoseconds = MonotonicClock.nanoseconds()
+        callId = configuration.callId ?? UUID().uuidString.lowercased()
+        // The embedder's handler (at its level) and the report's recent log (at info).
+        let recent = RecentLog(createdAtNanoseconds: createdAtNanoseconds)
+        recentLog = recent
+        let embedders = configuration.logger.handler
+        var logger = Logger(label: configuration.logger.label) { _ in
+            MultiplexLogHandler([embedders, RecentLogHandler(log: recent)])
+        }
+        logger[metadataKey: "call-id"] = "\(callId)"
+        self.logger = logger
+        let recorder = ReportRecorderBox(CallReportRecorder(callId: callId, startedAt: Date()))
+        reportRecorder = recorder
+        let created = createdAtNanoseconds
+        let callMetrics = CallMetrics(factory: configuration.metricsFactory ?? MetricsSystem.factory, dimensions: configuration.metricsDimensions)
+        metrics = callMetrics
+        eventSink = EventBroadcaster(logger: logger) { event in
+            let seconds = Double(MonotonicClock.nanoseconds() - created) / 1e9
+            recorder.state.withLock { $0.record(event, atSeconds: seconds, wallClock: Date()) }
+            callMetrics.observe(event)
+        }
+        let frameSamples = configuration.opus.samplesPerFrame
+        captureRing = SPSCRing(capacity: Self.powerOfTwo(atLeast: frameSamples * 8))
+        playbackRing = SPSCRing(capacity: Self.powerOfTwo(atLeast: frameSamples * 4))
+        cname = configuration.cname ?? "tether-\(UInt64.random(in: 0...UInt64.max))"
+        events = eventSink.subscribe()
+        let (internalEvents, internalSink) = AsyncStream.makeStream(of: InternalEvent.self, bufferingPolicy: .unbounded)
+        self.internalSink = internalSink
+        statisticsContext = Mutex(
+            StatisticsContext(
+                codec: "opus/48000/2", payloadType: 111, packetTimeMilliseconds: configuration.opus.frameDurationMilliseconds,
+                bitrate: configuration.opus.bitrateBitsPerSecond, suite: "", source: configuration.audioSource,
+                sink: configuration.audioSink))
+        Task { [weak self] in
+            for await event in internalEvents {
+                guard let self else { return }
+                await self.handle(event)
+            }
+        }
+    }
+
+    /// A session dropped without `hangUp()` still releases its threads, devices and sockets
+    /// (without sending BYE).
+    deinit {
+        if let id = networkSubscription { NetworkChangeHub.shared.unsubscribe(id) }
+        wakeTask?.cancel()
+        if sourceRunning { currentSource.stop() }
+        if mediaRunning { media?.stop(sendBye: false) }
+        if sinkRunning { currentSink.stop() }
+        transport?.close()
+        internalSink.finish()
+        eventSink.finish()
+        metrics.sessionReleased()
+    }
+
+    static func powerOfTwo(atLeast n: Int) -> Int {
+        var c = 1
+        while c < n { c <<= 1 }
+        return c
+    }
+
+    // MARK: The first offer/answer
+
+    /// Gathers candidates and returns the SDP offer (also emitted as a `.localDescription` event).
+    public func makeOffer() async throws(TetherError) -> String {
+        guard state == .new, negotiation.localOffer == nil, transport == nil else {
+            throw .invalidState("makeOffer() needs a new session; the call is \(state.name)")
+        }
+        let candidates = try await prepareTransport(controlling: true)
+        let offersSDES = configuration.keying != .dtls
+        var params = try localParameters(
+            candidates: candidates, crypto: offersSDES ? makeLocalCrypto(suites: configuration.srtpSuites) : [],
+            dtls: configuration.keying == .sdes ? nil : try localDTLS())
+        if params.dtls != nil { params.mid = "0" }
+        let offer = AudioOfferAnswer.makeOffer(params)
+        negotiation.offered(offer)
+        let text = offer.serialized()
+        eventSink.yield(.localDescription(SessionDescriptionMessage(kind: .offer, sdp: text)))
+        return text
+    }
+
+    /// Applies the peer's answer to our offer; ICE checks start and the call goes to `connecting`.
+    /// - Throws: 3001 for malformed SDP, 3002 for an answer that does not fit the offer, 5002 without an offer.
+    public func applyAnswer(_ sdp: String) async throws(TetherError) {
+        if negotiated != nil { return try applyRenegotiationAnswer(sdp) }
+        guard negotiation.localOffer != nil, state == .new else {
+            throw .invalidState("applyAnswer(_:) needs an outstanding offer; the call is \(state.name)")
+        }
+        let answer = try Self.parse(sdp)
+        let processed: NegotiatedAudio?
+        do throws(SDPError) {
+            processed = try negotiation.processFirstAnswer(answer)
+        } catch {
+            throw Self.negotiationError(error)
+        }
+        guard let result = processed else { throw .invalidState("applyAnswer(_:) needs an outstanding offer") }
+        try activate(result)
+    }
+
+    /// Accepts the peer's offer and returns our answer (also emitted as a `.localDescription` event);
+    /// ICE checks start and the call goes to `connecting`.
+    /// - Throws: 3001 for malformed SDP, 3002 for an offer Tether cannot use, 5002 when not new.
+    public func acceptOffer(_ sdp: String) async throws(TetherError) -> String {
+        if negotiated != nil { return try await acceptRenegotiationOffer(sdp) }
+        guard state == .new, negotiation.localOffer == nil, transport == nil else {
+            throw .invalidState("acceptOffer(_:) needs a new session; the call is \(state.name)")
+        }
+        let offer = try Self.parse(sdp)
+        // Check the offer before gathering, so a bad offer costs nothing.
+        let probeKeys = try makeLocalCrypto(suites: configuration.srtpSuites)
+        let ourDTLS = try localDTLS()
+        do throws(SDPError) {
+            _ = try AudioOfferAnswer.makeAnswer(
+                to: offer, local: localParameters(candidates: [], crypto: probeKeys, dtls: ourDTLS, checkOnly: true))
+        } catch {
+            throw Self.negotiationError(error)
+        }
+        let candidates = try await prepareTransport(controlling: false)
+        let (answer, result): (SessionDescription, NegotiatedAudio)
+        do throws(SDPError) {
+            (answer, result) = try AudioOfferAnswer.makeAnswer(
+                to: offer, local: localParameters(candidates: candidates, crypto: probeKeys, dtls: ourDTLS))
+        } catch {
+            throw Self.negotiationError(error)
+        }
+        try activate(result)
+        let text = answer.serialized()
+        eventSink.yield(.localDescription(SessionDescriptionMessage(kind: .answer, sdp: text)))
+        return text
+    }
+
+    // MARK: Call control
+
+    /// Mutes or unmutes the microphone. Muting closes the capture stream (the microphone is
+    /// really released); packets keep flowing (silence is encoded on the media loop's own clock),
+    /// so neither side's media-loss detector fires. Unmuting reopens it.
+    public func setMuted(_ muted: Bool) {
+        guard muted != isMuted else { return }
+        isMuted = muted
+        // Muting releases the microphone; the media loop sends silence meanwhile.
+        updateMicrophone()
+    }
+
+    /// Lets media flow: opens the audio source and sink and starts the media loop as soon as
+    /// negotiation has completed (at once if it has).
+    public func start() throws(TetherError) {
+        guard !state.isEnded, state != .ending else { throw .invalidState("start() on a call that is \(state.name)") }
+        startRequested = true
+        if negotiated != nil && !mediaRunning { try startMedia() }
+    }
+
+    /// Ends the call: sends RTCP BYE, releases devices and the network. Idempotent.
+    /// - Parameters: sipCode, sipPhrase: what the embedder's signaling said, kept in the reason.
+    public func hangUp(sipCode: Int? = nil, sipPhrase: String? = nil) {
+        guard !state.isEnded, state != .ending else { return }
+        transition(to: .ending)
+        finish(CallTerminationReason(cause: .localHangup, sipCode: sipCode, sipPhrase: sipPhrase), sendBye: true)
+    }
+
+    /// Ends the call because of an error the embedder treats as final, for example a first offer or
+    /// answer that could not be negotiated (3001, 3002: `acceptOffer` and `applyAnswer` throw them
+    /// without touching the call, so the embedder may still try another description).
+    ///
+    /// Emits `.error` with the error marked terminal, then ends as `hangUp` does (RTCP BYE if media
+    /// ran) with cause `.error` carrying it, so observers learn the code from the events alone.
+    /// Idempotent; does nothing on a call already ending.
+    public func end(dueTo error: TetherError, sipCode: Int? = nil, sipPhrase: String? = nil) {
+        guard !state.isEnded, state != .ending else { return }
+        let terminal = TetherError(
+            code: error.code, isTerminal: true, canRetry: error.canRetry, message: error.message, cause: error.cause)
+        eventSink.yield(.error(terminal))
+        transition(to: .ending)
+        finish(CallTerminationReason(cause: .error, sipCode: sipCode, sipPhrase: sipPhrase, error: terminal), sendBye: true)
+    }
+
+    /// Records that the peer hung up (the embedder learned it through signaling) and ends the call.
+    public func remoteHungUp(sipCode: Int? = nil, sipPhrase: String? = nil) {
+        guard !state.isEnded else { return }
+        finish(CallTerminationReason(cause: .remoteHangup, sipCode: sipCode, sipPhrase: sipPhrase), sendBye: false)
+    }
+
+    static func parse(_ sdp: String) throws(TetherError) -> SessionDescription {
+        do throws(SDPError) {
+            return try SessionDescription.parse(sdp)
+        } catch {
+            throw TetherError(
+                code: .malformedSessionDescription, isTerminal: false, canRetry: false,
+                message: "malformed session description: \(error)", cause: error)
+        }
+    }
+
+    static func negotiationError(_ error: SDPError) -> TetherError {
+        switch error {
+        case .malformedLine, .missingRequiredLine, .unsupportedVersion, .invalidCandidate, .invalidCrypto:
+            TetherError(
+                code: .malformedSessionDescription, isTerminal: false, canRetry: false,
+                message: "malformed session description: \(error)", cause: error)
+        default:
+            TetherError(
+                code: .incompatibleSessionDescription, isTerminal: false, canRetry: false,
+                message: "incompatible session description: \(error)", cause: error)
+        }
+    }
+
+}
