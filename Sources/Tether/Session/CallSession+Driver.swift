@@ -76,16 +76,11 @@ extension CallSession {
         return MonotonicInstant(nanoseconds: lastFedNow)
     }
 
-    func instant(_ nanoseconds: UInt64) -> MonotonicInstant {
-        lastFedNow = max(lastFedNow, nanoseconds)
-        return MonotonicInstant(nanoseconds: lastFedNow)
-    }
-
     /// Feeds one input to the machine and carries out its actions.
     func feed(_ input: ReconnectStateMachine.Input, at when: MonotonicInstant? = nil) {
-        guard var m = machine else { return }
-        let actions = m.handle(input, now: when ?? instantNow())
-        machine = m
+        guard var r = recovery else { return }
+        let actions = r.handle(input, at: when ?? instantNow())
+        recovery = r
         perform(actions)
     }
 
@@ -102,34 +97,26 @@ extension CallSession {
             metrics.update(s)
         }
         let c = media.counters.read()
-        if c.lastMediaArrivalNanoseconds > fedArrival {
-            fedArrival = c.lastMediaArrivalNanoseconds
-            feed(.inboundPacket, at: instant(fedArrival))
-            pathProbes.packetArrived(at: instant(fedArrival))
+        let seen = RecoveryDriver.Observation(
+            lastMediaArrivalNanoseconds: c.lastMediaArrivalNanoseconds, peerReportArrivalNanoseconds: c.peerReportArrivalNanoseconds,
+            peerReportedHighestSequence: c.peerReportedHighestSequence, peerReportMissesRecentPackets: c.peerReportMissesRecentPackets,
+            lastDecodedNanoseconds: c.lastDecodedNanoseconds)
+        if var r = recovery {
+            let actions = r.observe(seen, now: instantNow())
+            recovery = r
+            perform(actions)
         }
-        if c.peerReportArrivalNanoseconds > fedReport {
-            fedReport = c.peerReportArrivalNanoseconds
-            feed(
-                .peerReport(extendedHighestSequence: c.peerReportedHighestSequence, missesRecentPackets: c.peerReportMissesRecentPackets),
-                at: instant(fedReport))
-        }
-        if c.lastDecodedNanoseconds > fedDecoded {
-            fedDecoded = c.lastDecodedNanoseconds
-            feed(.mediaDecoded, at: instant(fedDecoded))
-        }
-        feed(.tick)
         forwardReceivedDTMF()
         // A hold or resume that waited for an outstanding offer or a renewal goes out here.
         offerHoldChangeIfNeeded()
         publishRecovery()
-        guard let m = machine, !state.isEnded else { return nil }
-        if state != .ending, pathProbes.probeIfDue(now: instantNow(), peerSendsMedia: m.liveness.peerSendsMedia) {
-            transport?.probePath()
-        }
+        guard var r = recovery, !state.isEnded else { return nil }
+        if state != .ending, r.probeIfDue(now: instantNow()) { transport?.probePath() }
+        recovery = r
         // Wake at the machine's deadline, and at least every 20 ms to read the media counters.
         let now = MonotonicClock.nanoseconds()
         var delay: UInt64 = 20_000_000
-        if let d = m.nextDeadline() { delay = min(delay, d.nanoseconds > now ? d.nanoseconds - now : 0) }
+        if let d = r.nextDeadline { delay = min(delay, d.nanoseconds > now ? d.nanoseconds - now : 0) }
         return max(delay, 1_000_000)
     }
 
@@ -258,11 +245,12 @@ extension CallSession {
             eventSink.yield(
                 .candidatePairSelected(local: pair.local, remote: pair.remote, localType: pair.localType, remoteType: pair.remoteType))
         case .media(.firstMediaDecoded):
-            // At once, not at the counters' next publication; the driver feeds later frames only
-            // (this one's instant is behind `fedDecoded` now).
-            let now = instantNow()
-            fedDecoded = max(fedDecoded, now.nanoseconds)
-            feed(.mediaDecoded, at: now)
+            // At once, not at the counters' next publication (which then feeds it no more).
+            if var r = recovery {
+                let actions = r.firstFrameDecoded(now: instantNow())
+                recovery = r
+                perform(actions)
+            }
         case .media(.byeReceived):
             if !state.isEnded && state != .ending {
                 finish(CallTerminationReason(cause: .remoteHangup), sendBye: false)

@@ -176,8 +176,7 @@ extension CallSession {
             $0.direction = result.direction.rawValue
             $0.payloadType = Int(result.opusPayloadType)
         }
-        machine = m
-        pathProbes = PathProbeSchedule(silenceSeconds: configuration.reconnection.pathProbeSeconds)
+        recovery = RecoveryDriver(machine: m, pathProbeSeconds: configuration.reconnection.pathProbeSeconds)
         transition(to: .connecting)
         if configuration.statisticsIntervalSeconds > 0 { arm(.statistics, afterSeconds: configuration.statisticsIntervalSeconds) }
         if startRequested && media != nil { try startMedia() }

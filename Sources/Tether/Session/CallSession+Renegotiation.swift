@@ -97,9 +97,9 @@ extension CallSession {
             adopted()
             return
         }
-        if let attempt = offeredAttempt, var m = machine {
-            let actions = m.handle(.renewalAnswered(attempt: attempt), now: instantNow())
-            machine = m
+        if let attempt = offeredAttempt, var r = recovery {
+            let actions = r.handle(.renewalAnswered(attempt: attempt), at: instantNow())
+            recovery = r
             perform(actions)
             if actions.contains(.discardRenewalAnswer(attempt: attempt)) { return }
         }
@@ -131,9 +131,9 @@ extension CallSession {
         var candidates: [String] = gathered ?? []
         if isICERestart {
             var regather = false
-            if var m = machine {
-                let actions = m.handle(.peerRenewalOffer, now: instantNow())
-                machine = m
+            if var r = recovery {
+                let actions = r.handle(.peerRenewalOffer, at: instantNow())
+                recovery = r
                 perform(actions)
                 if actions.contains(.declineRenewalOffer) {
                     throw TetherError(

@@ -21,9 +21,10 @@ import TetherRealtime
 /// The offerer is ICE-controlling (RFC 8445 §6.1.1).
 ///
 /// Inside, one actor owns the call's parts, each in its own file, and is the only code that
-/// awaits: the decisions are sans-IO values in TetherCore, fed with explicit instants — offer/answer
-/// and hold (`Negotiator`), reconnection (`ReconnectStateMachine`), the call's timers
-/// (`DeadlineSet`) — and the parts carry out what they decide:
+/// awaits. The decisions are sans-IO values in TetherCore, fed with explicit instants:
+/// offer/answer and hold (`Negotiator`), reconnection (`RecoveryDriver`: the
+/// `ReconnectStateMachine` and what it has been fed), re-keying (`NegotiatedKeying.change(to:)`),
+/// the call's timers (`DeadlineSet`). The parts carry out what they decide:
 /// - `CallSession.swift`: state, creation, the first offer/answer, call control (start, mute, end).
 /// - `+Renegotiation`: ICE restarts and hold re-offers and answers, glare, direction.
 /// - `+Keying`: SDES and DTLS-SRTP, re-keying.
@@ -87,16 +88,14 @@ public actor CallSession {
     var wakeTask: Task<Void, Never>?
     /// When `wakeTask` wakes (monotonic ns).
     var wakeAt: UInt64?
-    /// The reconnection core (sans-IO); this actor drives it with real instants.
-    var machine: ReconnectStateMachine?
-    /// Instants already reported to the machine (monotonic nanoseconds).
-    var fedArrival: UInt64 = 0
-    var fedDecoded: UInt64 = 0
-    var fedReport: UInt64 = 0
+    /// The reconnection core and what it has been fed (sans-IO); this actor drives it with real
+    /// instants. Nil until the first offer/answer completed.
+    var recovery: RecoveryDriver?
+    /// The reconnection core's state machine.
+    var machine: ReconnectStateMachine? { recovery?.machine }
     /// A `renewMedia()` of an established call is gathering or offering.
     var manualRenewalRunning = false
-    /// When to probe a quiet path with a connectivity check of our own (a rebound NAT mapping).
-    var pathProbes = PathProbeSchedule(silenceSeconds: 0)
+    /// The session's latest instant (monotonic ns): `instantNow()` never goes back.
     var lastFedNow: UInt64 = 0
     /// The machine's attempt number our outstanding restart offer belongs to.
     var offeredAttempt: Int?
