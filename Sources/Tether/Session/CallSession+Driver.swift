@@ -35,12 +35,15 @@ extension CallSession {
         wakeTask = Task { [weak self] in
             let now = MonotonicClock.nanoseconds()
             if next > now { guard (try? await Task.sleep(for: .nanoseconds(next - now))) != nil else { return } }
-            await self?.wake()
+            await self?.wake(scheduledFor: next)
         }
     }
 
-    /// Fires every due timer, soonest first, then sleeps until the next.
-    func wake() {
+    /// Fires every due timer, soonest first, then sleeps until the next. A task replaced after
+    /// its sleep ended (an earlier deadline was armed meanwhile) finds another wake scheduled and
+    /// leaves it alone.
+    func wake(scheduledFor scheduled: UInt64) {
+        guard wakeAt == scheduled else { return }
         wakeTask = nil
         wakeAt = nil
         for timer in deadlines.takeDue(now: instantNow()) {
@@ -71,9 +74,8 @@ extension CallSession {
     }
 
     func instantNow() -> MonotonicInstant {
-        // Never report an instant earlier than one already reported (arrivals are published late).
-        lastFedNow = max(lastFedNow, MonotonicClock.nanoseconds())
-        return MonotonicInstant(nanoseconds: lastFedNow)
+        // The clock is monotonic; the reconnection core's inputs are kept in order by its driver.
+        MonotonicInstant(nanoseconds: MonotonicClock.nanoseconds())
     }
 
     /// Feeds one input to the machine and carries out its actions.

@@ -95,8 +95,6 @@ public actor CallSession {
     var machine: ReconnectStateMachine? { recovery?.machine }
     /// A `renewMedia()` of an established call is gathering or offering.
     var manualRenewalRunning = false
-    /// The session's latest instant (monotonic ns): `instantNow()` never goes back.
-    var lastFedNow: UInt64 = 0
     /// The machine's attempt number our outstanding restart offer belongs to.
     var offeredAttempt: Int?
     /// Our subscription to the process's network-change monitor.

@@ -15,9 +15,6 @@ public struct DeadlineSet<Name: Hashable & Sendable>: Sendable {
     /// Whether `name` is armed.
     public func isArmed(_ name: Name) -> Bool { deadlines[name] != nil }
 
-    /// When `name` is due, if armed.
-    public func deadline(of name: Name) -> MonotonicInstant? { deadlines[name] }
-
     /// Arms `name` at `instant`, replacing an earlier arming of it.
     public mutating func arm(_ name: Name, at instant: MonotonicInstant) {
         deadlines[name] = instant
