@@ -61,4 +61,40 @@ struct RecoveryDriverTests {
         #expect(probes == [false, true, false, true])
         #expect(driver.nextDeadline != nil)  // the disruption threshold
     }
+
+    static func renewing(_ role: ReconnectStateMachine.GlareRole) -> RecoveryDriver {
+        var driver = RecoveryDriver(machine: ReconnectStateMachine(glareRole: role), pathProbeSeconds: 0.2)
+        _ = driver.handle(.mediaStarted, at: at(1_000))
+        _ = driver.observe(RecoveryDriver.Observation(lastMediaArrivalNanoseconds: ns(1_100), lastDecodedNanoseconds: ns(1_110)), now: at(1_120))
+        let changed = driver.handle(.localNetworkChanged, at: at(2_000))
+        #expect(changed.contains(.restartICE(attempt: 1, regatherCandidates: true)))
+        return driver
+    }
+
+    @Test func theAnswerToTheLatestOfferIsAppliedAndAnAnswerToAnOvertakenOneDiscarded() {
+        var driver = Self.renewing(.keepsOwnOffer)
+        // The network changes again before the answer: attempt 1 is overtaken by attempt 2.
+        let again = driver.handle(.localNetworkChanged, at: Self.at(2_100))
+        #expect(again.contains(.restartICE(attempt: 2, regatherCandidates: true)))
+        let late = driver.renewalAnswered(attempt: 1, at: Self.at(2_200))
+        #expect(late.verdict == .discard)
+        #expect(late.actions.isEmpty)  // the verdict is not also among the actions
+        let latest = driver.renewalAnswered(attempt: 2, at: Self.at(2_300))
+        #expect(latest.verdict == .apply)
+        #expect(latest.actions.isEmpty)
+    }
+
+    @Test func aPeerRestartCollidingWithOurUnansweredOfferIsDeclinedOrAnsweredWithFreshCandidatesByGlareRole() {
+        var keeps = Self.renewing(.keepsOwnOffer)
+        let declined = keeps.peerRenewalOffer(at: Self.at(2_100))
+        #expect(declined.verdict == .decline)
+        #expect(declined.actions.isEmpty)
+        var yields = Self.renewing(.yieldsToPeer)
+        let answered = yields.peerRenewalOffer(at: Self.at(2_100))
+        // Our re-gathering attempt is abandoned and the answer carries fresh candidates.
+        #expect(answered.verdict == .answer(regatherCandidates: true))
+        #expect(answered.actions == [.abandonAttempt(attempt: 1)])
+        // Answered, the peer's restart is the attempt in flight: our late answer to 1 is dropped.
+        #expect(yields.renewalAnswered(attempt: 1, at: Self.at(2_200)).verdict == .discard)
+    }
 }

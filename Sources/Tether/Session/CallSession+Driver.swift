@@ -156,7 +156,7 @@ extension CallSession {
                 eventSink.yield(.error(error))
                 finish(CallTerminationReason(cause: .mediaTimeout, error: error), sendBye: false)
             case .applyRenewalAnswer, .discardRenewalAnswer, .answerRenewalOffer, .declineRenewalOffer:
-                break  // handled where the description is processed
+                break  // verdicts: RecoveryDriver.renewalAnswered / peerRenewalOffer return them apart
             }
         }
     }

@@ -98,10 +98,10 @@ extension CallSession {
             return
         }
         if let attempt = offeredAttempt, var r = recovery {
-            let actions = r.handle(.renewalAnswered(attempt: attempt), at: instantNow())
+            let (verdict, actions) = r.renewalAnswered(attempt: attempt, at: instantNow())
             recovery = r
             perform(actions)
-            if actions.contains(.discardRenewalAnswer(attempt: attempt)) { return }
+            if verdict == .discard { return }
         }
         // Only an answer that is taken up re-keys (a discarded one changes nothing).
         try rekeyIfNeeded(current: current, new: result)
@@ -132,15 +132,17 @@ extension CallSession {
         if isICERestart {
             var regather = false
             if var r = recovery {
-                let actions = r.handle(.peerRenewalOffer, at: instantNow())
+                let (verdict, actions) = r.peerRenewalOffer(at: instantNow())
                 recovery = r
                 perform(actions)
-                if actions.contains(.declineRenewalOffer) {
+                switch verdict {
+                case .decline:
                     throw TetherError(
                         code: .renegotiationConflict, isTerminal: false, canRetry: true,
                         message: "both sides offered at once; this side's restart offer wins, answer it instead")
+                case .answer(let fresh):
+                    regather = fresh
                 }
-                regather = actions.contains(.answerRenewalOffer(regatherCandidates: true))
             }
             let answering = machine?.attemptInFlight
             var regathered: UInt64?

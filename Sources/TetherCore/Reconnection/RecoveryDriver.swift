@@ -47,6 +47,57 @@ public struct RecoveryDriver: Sendable {
         return machine.handle(input, now: lastFed)
     }
 
+    /// What to do with the answer to our restart offer of `attempt`.
+    public enum RenewalAnswerVerdict: Sendable, Equatable {
+        /// Take it up: apply the peer's candidates and keys.
+        case apply
+        /// Drop it: the attempt was abandoned or overtaken (nothing of it changes the call).
+        case discard
+    }
+
+    /// What to do with a restart offer from the peer.
+    public enum PeerRenewalOfferVerdict: Sendable, Equatable {
+        /// Answer it, with fresh candidates when `regatherCandidates` (our own re-gathering
+        /// attempt was overtaken by it), else with the restarted transport's candidates.
+        case answer(regatherCandidates: Bool)
+        /// Refuse it: it collides with our unanswered offer, and ours wins.
+        case decline
+    }
+
+    /// The answer to our restart offer of `attempt` arrived: the verdict, and the other actions
+    /// to carry out (state changes), in order.
+    public mutating func renewalAnswered(attempt: Int, at instant: MonotonicInstant) -> (
+        verdict: RenewalAnswerVerdict, actions: [ReconnectStateMachine.Action]
+    ) {
+        var verdict = RenewalAnswerVerdict.apply
+        let actions = handle(.renewalAnswered(attempt: attempt), at: instant).filter { action in
+            switch action {
+            case .discardRenewalAnswer: verdict = .discard
+            case .applyRenewalAnswer: break
+            default: return true
+            }
+            return false
+        }
+        return (verdict, actions)
+    }
+
+    /// The peer offered an ICE restart: the verdict, and the other actions to carry out (state
+    /// changes, an attempt of ours abandoned), in order.
+    public mutating func peerRenewalOffer(at instant: MonotonicInstant) -> (
+        verdict: PeerRenewalOfferVerdict, actions: [ReconnectStateMachine.Action]
+    ) {
+        var verdict = PeerRenewalOfferVerdict.answer(regatherCandidates: false)
+        let actions = handle(.peerRenewalOffer, at: instant).filter { action in
+            switch action {
+            case .declineRenewalOffer: verdict = .decline
+            case .answerRenewalOffer(let regather): verdict = .answer(regatherCandidates: regather)
+            default: return true
+            }
+            return false
+        }
+        return (verdict, actions)
+    }
+
     /// One pass: what the media loop saw since the last one (a packet arrived, a peer report, a
     /// decoded frame, each at its own instant), then a tick at `now` (deadlines due).
     public mutating func observe(_ seen: Observation, now: MonotonicInstant) -> [ReconnectStateMachine.Action] {
