@@ -31,8 +31,12 @@ let package = Package(
         .systemLibrary(
             name: "CSRTP", path: "CModules/CSRTP", pkgConfig: "libsrtp2",
             providers: [.apt(["libsrtp2-dev"])]),
+        // libnice's headers are under /usr/include/nice (reached as <nice/agent.h>); GLib's need
+        // their include paths, which gobject-2.0.pc gives without the -pthread of nice.pc's
+        // private requirements (gthread, gmodule) that SwiftPM refuses with a warning in every
+        // build, ours and an embedder's. The libraries are linked by the module map.
         .systemLibrary(
-            name: "CNice", path: "CModules/CNice", pkgConfig: "nice",
+            name: "CNice", path: "CModules/CNice", pkgConfig: "gobject-2.0",
             providers: [.apt(["libnice-dev"])]),
         .systemLibrary(
             name: "COpenSSL", path: "CModules/COpenSSL", pkgConfig: "openssl",
@@ -40,9 +44,9 @@ let package = Package(
         .systemLibrary(
             name: "CALSA", path: "CModules/CALSA", pkgConfig: "alsa",
             providers: [.apt(["libasound2-dev"])]),
-        .systemLibrary(
-            name: "CPulse", path: "CModules/CPulse", pkgConfig: "libpulse",
-            providers: [.apt(["libpulse-dev"])]),
+        // No pkg-config: libpulse's headers need no include path, and libpulse.pc's
+        // -D_REENTRANT/-pthread only draw SwiftPM's warning. Linked by the module map.
+        .systemLibrary(name: "CPulse", path: "CModules/CPulse"),
         // Voice processing on the capture path: WebRTC's AudioProcessing module (C++, reached
         // through CTetherVoice) and speexdsp (measured against it by `tether-bench voice`).
         .systemLibrary(
