@@ -68,7 +68,7 @@ extension CallSession {
         let wasRunning = sourceRunning
         stopSource()
         currentSource = source
-        statisticsContext.withLock { $0.source = source }
+        publishTelemetry()
         if (wasRunning || mediaRunning) && negotiation.capturesNow(muted: isMuted) { startSource() }
     }
 
@@ -78,7 +78,7 @@ extension CallSession {
         if sinkRunning { currentSink.stop() }
         sinkRunning = false
         currentSink = sink
-        statisticsContext.withLock { $0.sink = sink }
+        publishTelemetry()
         if wasRunning || mediaRunning { startSink() }
     }
 

@@ -91,13 +91,6 @@ extension CallSession {
     func drive() -> UInt64? {
         guard machine != nil, let media, !state.isEnded else { return nil }
         drainMediaLog()
-        let sampledAt = MonotonicClock.nanoseconds()
-        if state == .established, sampledAt &- lastReportSample >= 1_000_000_000 {
-            lastReportSample = sampledAt
-            let s = statistics()
-            reportRecorder.state.withLock { $0.sample(s) }
-            metrics.update(s)
-        }
         let c = media.counters.read()
         let seen = RecoveryDriver.Observation(
             lastMediaArrivalNanoseconds: c.lastMediaArrivalNanoseconds, peerReportArrivalNanoseconds: c.peerReportArrivalNanoseconds,
@@ -111,7 +104,8 @@ extension CallSession {
         forwardReceivedDTMF()
         // A hold or resume that waited for an outstanding offer or a renewal goes out here.
         offerHoldChangeIfNeeded()
-        publishRecovery()
+        publishTelemetry()
+        if state == .established { telemetry.sampleIfDue(now: MonotonicClock.nanoseconds()) }
         guard var r = recovery, !state.isEnded else { return nil }
         if state != .ending, r.probeIfDue(now: instantNow()) { transport?.probePath() }
         recovery = r
@@ -143,10 +137,9 @@ extension CallSession {
             case .abandonAttempt:
                 break  // a late answer to it may still be applied (the machine decides)
             case .outboundDisruption(let started):
-                statisticsContext.withLock {
-                    $0.recovery.outboundDisrupted = started
-                    if started { $0.recovery.outboundDisruptions += 1 }
-                }
+                outboundDisrupted = started
+                if started { outboundDisruptions += 1 }
+                publishTelemetry()
                 eventSink.yield(.outboundMediaChanged(disrupted: started))
             case .giveUp:
                 let seconds = configuration.reconnection.giveUpSeconds
@@ -240,10 +233,7 @@ extension CallSession {
             // machine's one ICE-connected input.
             feed(.iceConnected)
             startDTLSIfClient()
-            statisticsContext.withLock {
-                $0.localAddress = pair.local
-                $0.remoteAddress = pair.remote
-            }
+            publishTelemetry()
             eventSink.yield(
                 .candidatePairSelected(local: pair.local, remote: pair.remote, localType: pair.localType, remoteType: pair.remoteType))
         case .media(.firstMediaDecoded):
@@ -275,7 +265,7 @@ extension CallSession {
     func finish(_ reason: CallTerminationReason, sendBye: Bool) {
         guard !state.isEnded else { return }
         if reason.cause != .mediaTimeout { feed(.hangUp) }
-        publishRecovery()
+        publishTelemetry()
         deadlines.removeAll()
         wakeTask?.cancel()
         wakeTask = nil
@@ -296,9 +286,9 @@ extension CallSession {
         transport?.close()
         gatheringTimedOut()
         // Keep the final counters readable after the call ended.
-        metrics.update(statistics())
+        telemetry.metrics.update(statistics())
         transition(to: .ended(reason))
-        metrics.recordEnd(report())
+        telemetry.recordEnd(state: state)
         eventSink.finish()
         internalSink.finish()
     }

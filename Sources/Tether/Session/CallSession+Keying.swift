@@ -32,11 +32,8 @@ extension CallSession {
             media?.replaceKeys(try SRTPContextPair.sdes(suite: suite, local: newLocal.keyAndSalt, remote: newRemote.keyAndSalt))
             disarmDTLSTimers()
             dtls = nil
-            statisticsContext.withLock {
-                $0.keying = "SDES"
-                $0.suite = suite.rawValue
-                $0.dtls = nil
-            }
+            srtpSuiteInUse = suite.rawValue
+            publishTelemetry()
         case let .newDTLSAssociation(newRole, newFingerprint):
             disarmDTLSTimers()
             try startDTLS(role: newRole, remoteFingerprint: newFingerprint)
@@ -55,10 +52,7 @@ extension CallSession {
             throw .srtpSetupFailed(error)
         }
         dtls = keying
-        statisticsContext.withLock {
-            $0.keying = "DTLS-SRTP"
-            $0.dtls = keying.connection
-        }
+        publishTelemetry()
         // The deadline belongs to this association: a new one re-arms it, its keys disarm it.
         arm(.dtlsHandshake, afterSeconds: configuration.connectTimeoutSeconds)
     }
@@ -152,7 +146,8 @@ extension CallSession {
             // replace the old ones from the media thread's next pass.
             do throws(TetherError) {
                 media.replaceKeys(try SRTPContextPair(local: keys.local, remote: keys.remote, isTerminal: true))
-                statisticsContext.withLock { $0.suite = keys.suite.rawValue }
+                srtpSuiteInUse = keys.suite.rawValue
+                publishTelemetry()
             } catch {
                 end(dueTo: error)
             }

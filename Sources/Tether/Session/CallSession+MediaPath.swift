@@ -157,7 +157,6 @@ extension CallSession {
             }
             // Our key is the one our description carried for the chosen line (the offer's tag on the answerer).
             try installMedia(result, keys: try SRTPContextPair.sdes(suite: suite, local: localCrypto.keyAndSalt, remote: remoteCrypto.keyAndSalt))
-            statisticsContext.withLock { $0.keying = "SDES" }
         case let .dtls(role, remoteFingerprint):
             try startDTLS(role: role, remoteFingerprint: remoteFingerprint)
         }
@@ -171,12 +170,8 @@ extension CallSession {
         // ICE may have selected a pair before the negotiation finished (the answerer's checks
         // start with the offer): the machine must know we can send (its send-path grace).
         if selectedPair != nil { _ = m.handle(.iceConnected, now: now) }
-        publishHold()
-        statisticsContext.withLock {
-            $0.direction = result.direction.rawValue
-            $0.payloadType = Int(result.opusPayloadType)
-        }
         recovery = RecoveryDriver(machine: m, pathProbeSeconds: configuration.reconnection.pathProbeSeconds)
+        publishHold()
         transition(to: .connecting)
         if configuration.statisticsIntervalSeconds > 0 { arm(.statistics, afterSeconds: configuration.statisticsIntervalSeconds) }
         if startRequested && media != nil { try startMedia() }
@@ -245,15 +240,12 @@ extension CallSession {
                 "direction": "\(result.direction)", "voice-processing": "\(voice?.settings.summary ?? "off")",
             ])
         updateMicrophone()  // muted from the first frame when muted or holding
-        let voiceSummary = voice?.settings.summary ?? "off"
-        statisticsContext.withLock {
-            $0.media = loop
-            $0.voiceProcessing = voiceSummary
-            $0.suite = keys.outbound.suite.rawValue
-            $0.bitrate = setup.encoder.configuration.bitrateBitsPerSecond
-            $0.encoderLookaheadMilliseconds = Double(setup.encoder.lookaheadSamples) * 1000 / Double(OpusConfiguration.sampleRateHertz)
-            $0.encoderMaximumBandwidth = setup.encoder.configuration.maximumBandwidth.rawValue
-        }
+        mediaSummary = MediaSummary(
+            bitrate: setup.encoder.configuration.bitrateBitsPerSecond, voiceProcessing: voice?.settings.summary ?? "off",
+            encoderLookaheadMilliseconds: Double(setup.encoder.lookaheadSamples) * 1000 / Double(OpusConfiguration.sampleRateHertz),
+            encoderMaximumBandwidth: setup.encoder.configuration.maximumBandwidth.rawValue)
+        srtpSuiteInUse = keys.outbound.suite.rawValue
+        publishTelemetry()
     }
 
     func startMedia() throws(TetherError) {
@@ -287,4 +279,12 @@ extension CallSession {
 struct RegatherJob {
     let id: Int
     let task: Task<(candidates: [String]?, token: UInt64), Never>
+}
+
+/// What the media loop was built with, for statistics.
+struct MediaSummary {
+    var bitrate: Int
+    var voiceProcessing: String
+    var encoderLookaheadMilliseconds: Double
+    var encoderMaximumBandwidth: String
 }

@@ -56,7 +56,7 @@ extension CallSession {
         guard !candidates.isEmpty else { return .foundNothing }
         let offer = negotiation.makeReoffer(.restart, base: reofferBase(candidates: candidates, negotiated: negotiated), now: instantNow())
         restartsOffered += 1
-        metrics.restartOffered()
+        telemetry.metrics.restartOffered()
         logger.notice(
             "ICE restart offered",
             metadata: [
@@ -182,7 +182,7 @@ extension CallSession {
         if isICERestart {
             try Self.applyRemoteICE(result, to: transport, describing: "restart offer")
             restartsAnswered += 1
-            metrics.restartAnswered()
+            telemetry.metrics.restartAnswered()
             logger.notice("ICE restart: answering the peer's restart offer")
         }
         negotiation.answered(result)
@@ -228,25 +228,22 @@ extension CallSession {
     /// no RTP is sent (RTCP goes on), the microphone is released as mute does, and liveness is
     /// judged by RTCP: the side that does not receive media does not expect any.
     func applyDirection() {
-        guard let result = negotiated else { return }
+        guard negotiated != nil else { return }
         let sending = negotiation.weSend
         media?.sendsMedia.store(sending, ordering: .relaxed)
         feed(.peerSendsMedia(negotiation.peerSends))
         feed(.weSendMedia(sending))
         updateMicrophone()
-        let direction = result.direction.rawValue
-        statisticsContext.withLock { $0.direction = direction }
         publishHold()
     }
 
     /// Publishes the hold in force (`holdState`, statistics) and reports a change.
     func publishHold() {
+        publishTelemetry()
         let hold = HoldState(local: negotiation.holdInForce, remote: negotiation.remoteHold)
-        let changed = holdBox.withLock { current in
-            defer { current = hold }
-            return current != hold
-        }
-        if changed { eventSink.yield(.holdChanged(hold)) }
+        guard hold != reportedHold else { return }
+        reportedHold = hold
+        eventSink.yield(.holdChanged(hold))
     }
 
     /// The microphone follows mute and hold: the media loop sends silence while either is on,

@@ -39,19 +39,12 @@ public actor CallSession {
     /// The call's identifier (`CallConfiguration.callId`, or a random UUID): in every log
     /// message as `call-id`, and in the report.
     public nonisolated let callId: String
+    /// The call's logger, report recorder, metrics and published statistics snapshot.
+    nonisolated let telemetry: CallTelemetry
     /// The call's logger: the configuration's, with `call-id`.
-    nonisolated let logger: Logger
-    /// What the call report needs, gathered as the call goes.
-    nonisolated let reportRecorder: ReportRecorderBox
-    /// The call's last log messages, for the report.
-    nonisolated let recentLog: RecentLog
-    /// The call's counters and gauges (swift-metrics).
-    nonisolated let metrics: CallMetrics
-    /// When the driver last gave the report a statistics sample (monotonic ns).
-    var lastReportSample: UInt64 = 0
+    nonisolated var logger: Logger { telemetry.logger }
     nonisolated let internalSink: AsyncStream<InternalEvent>.Continuation
     nonisolated let stateBox = Mutex<CallState>(.new)
-    nonisolated let statisticsContext: Mutex<StatisticsContext>
 
     let configuration: CallConfiguration
     let createdAtNanoseconds: UInt64
@@ -103,10 +96,18 @@ public actor CallSession {
     var selectedPair: ICESelectedPair?
     /// What network changes mean for the path.
     var networkJudge: NetworkPathJudge { NetworkPathJudge(pinnedAddresses: configuration.localAddresses) }
-    nonisolated let holdBox = Mutex(HoldState())
+    /// The hold last reported with `.holdChanged`.
+    var reportedHold = HoldState()
     /// Restart offers made (ours) and answered (theirs), for statistics.
     var restartsOffered = 0
     var restartsAnswered = 0
+    /// Whether the peer does not receive what we send now, and how often that began.
+    var outboundDisrupted = false
+    var outboundDisruptions = 0
+    /// What the media loop was built with, for statistics (nil until it is).
+    var mediaSummary: MediaSummary?
+    /// The SRTP suite the media loop's keys use ("" until keys are in force).
+    var srtpSuiteInUse = ""
     /// DTLS-SRTP keying: the association (one per call; ICE restarts keep it; its timers are
     /// `.dtlsRetransmission` and `.dtlsHandshake`).
     var dtls: DTLSKeying?
@@ -129,7 +130,7 @@ public actor CallSession {
 
     /// Who holds the call, as the last completed offer/answer says (readable from any thread);
     /// `.holdChanged` events report every change.
-    public nonisolated var holdState: HoldState { holdBox.withLock { $0 } }
+    public nonisolated var holdState: HoldState { telemetry.hold }
 
     /// Creates a session.
     /// - Throws: `TetherError` with code 5001 when the configuration is invalid.
@@ -142,25 +143,15 @@ public actor CallSession {
         currentSink = configuration.audioSink
         createdAtNanoseconds = MonotonicClock.nanoseconds()
         callId = configuration.callId ?? UUID().uuidString.lowercased()
-        // The embedder's handler (at its level) and the report's recent log (at info).
-        let recent = RecentLog(createdAtNanoseconds: createdAtNanoseconds)
-        recentLog = recent
-        let embedders = configuration.logger.handler
-        var logger = Logger(label: configuration.logger.label) { _ in
-            MultiplexLogHandler([embedders, RecentLogHandler(log: recent)])
-        }
-        logger[metadataKey: "call-id"] = "\(callId)"
-        self.logger = logger
-        let recorder = ReportRecorderBox(CallReportRecorder(callId: callId, startedAt: Date()))
-        reportRecorder = recorder
-        let created = createdAtNanoseconds
-        let callMetrics = CallMetrics(factory: configuration.metricsFactory ?? MetricsSystem.factory, dimensions: configuration.metricsDimensions)
-        metrics = callMetrics
-        eventSink = EventBroadcaster(logger: logger) { event in
-            let seconds = Double(MonotonicClock.nanoseconds() - created) / 1e9
-            recorder.state.withLock { $0.record(event, atSeconds: seconds, wallClock: Date()) }
-            callMetrics.observe(event)
-        }
+        let telemetry = CallTelemetry(
+            configuration: configuration, callId: callId, createdAtNanoseconds: createdAtNanoseconds,
+            initial: CallTelemetry.Snapshot(
+                payloadType: 111, packetTimeMilliseconds: configuration.opus.frameDurationMilliseconds,
+                bitrate: configuration.opus.bitrateBitsPerSecond,
+                configuredJitterBufferTargetMilliseconds: Double(configuration.jitterBufferTargetMilliseconds),
+                source: configuration.audioSource, sink: configuration.audioSink))
+        self.telemetry = telemetry
+        eventSink = EventBroadcaster(logger: telemetry.logger) { telemetry.observe($0) }
         let frameSamples = configuration.opus.samplesPerFrame
         captureRing = SPSCRing(capacity: Self.powerOfTwo(atLeast: frameSamples * 8))
         playbackRing = SPSCRing(capacity: Self.powerOfTwo(atLeast: frameSamples * 4))
@@ -168,11 +159,6 @@ public actor CallSession {
         events = eventSink.subscribe()
         let (internalEvents, internalSink) = AsyncStream.makeStream(of: InternalEvent.self, bufferingPolicy: .unbounded)
         self.internalSink = internalSink
-        statisticsContext = Mutex(
-            StatisticsContext(
-                codec: "opus/48000/2", payloadType: 111, packetTimeMilliseconds: configuration.opus.frameDurationMilliseconds,
-                bitrate: configuration.opus.bitrateBitsPerSecond, suite: "", source: configuration.audioSource,
-                sink: configuration.audioSink))
         Task { [weak self] in
             for await event in internalEvents {
                 guard let self else { return }
@@ -192,7 +178,7 @@ public actor CallSession {
         transport?.close()
         internalSink.finish()
         eventSink.finish()
-        metrics.sessionReleased()
+        telemetry.metrics.sessionReleased()
     }
 
     static func powerOfTwo(atLeast n: Int) -> Int {
