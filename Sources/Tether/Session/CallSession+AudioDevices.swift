@@ -11,22 +11,16 @@ import TetherNetworkMonitor
 import TetherRTP
 import TetherRealtime
 
-/// Audio devices: the capture source and playback sink, switching them mid-call, and their
+/// Audio devices (`AudioDevices` owns them): opening and switching them for the call, and their
 /// failures degrading the call (listen-only) instead of ending it.
 extension CallSession {
-    var audioFormat: AudioFormat { AudioFormat(frameDurationMilliseconds: configuration.opus.frameDurationMilliseconds) }
-
     /// Opens the capture device; on failure the call goes on listen-only (silence is sent).
     /// - Returns: whether capture runs.
     @discardableResult
     func startSource() -> Bool {
-        guard !sourceRunning else { return true }
-        if let reporting = currentSource as? any AudioDeviceEventReporting {
-            reporting.setEventHandler { [weak self] event in Task { await self?.deviceEvent(event, capture: true) } }
-        }
+        guard !devices.sourceRunning else { return true }
         do throws(AudioDeviceError) {
-            try currentSource.start(AudioEndpoint(format: audioFormat, ring: captureRing, wakeup: wakeup))
-            sourceRunning = true
+            try devices.startSource { [weak self] event in Task { await self?.deviceEvent(event, capture: true) } }
             media?.captureActive.store(true, ordering: .releasing)
             return true
         } catch {
@@ -35,51 +29,41 @@ extension CallSession {
                 .error(
                     TetherError(
                         code: .captureDeviceFailed, isTerminal: false, canRetry: true,
-                        message: "capture '\(currentSource.name)' failed: \(error); the call goes on listen-only", cause: error)))
+                        message: "capture '\(devices.source.name)' failed: \(error); the call goes on listen-only", cause: error)))
             return false
         }
     }
 
     func stopSource() {
         media?.captureActive.store(false, ordering: .releasing)
-        if sourceRunning { currentSource.stop() }
-        sourceRunning = false
+        devices.stopSource()
     }
 
     func startSink() {
-        guard !sinkRunning else { return }
-        if let reporting = currentSink as? any AudioDeviceEventReporting {
-            reporting.setEventHandler { [weak self] event in Task { await self?.deviceEvent(event, capture: false) } }
-        }
         do throws(AudioDeviceError) {
-            try currentSink.start(AudioEndpoint(format: audioFormat, ring: playbackRing, wakeup: wakeup, demand: playbackDemand))
-            sinkRunning = true
+            try devices.startSink { [weak self] event in Task { await self?.deviceEvent(event, capture: false) } }
         } catch {
             eventSink.yield(
                 .error(
                     TetherError(
                         code: .playbackDeviceFailed, isTerminal: false, canRetry: true,
-                        message: "playback '\(currentSink.name)' failed: \(error)", cause: error)))
+                        message: "playback '\(devices.sink.name)' failed: \(error)", cause: error)))
         }
     }
 
     /// Switches the capture device mid-call (the microphone stays released while muted).
     public func setAudioSource(_ source: any AudioSource) {
-        let wasRunning = sourceRunning
-        stopSource()
-        currentSource = source
+        media?.captureActive.store(false, ordering: .releasing)
+        let ran = devices.replaceSource(with: source)
         publishTelemetry()
-        if (wasRunning || mediaRunning) && negotiation.capturesNow(muted: isMuted) { startSource() }
+        if (ran || mediaRunning) && negotiation.capturesNow(muted: isMuted) { startSource() }
     }
 
     /// Switches the playback device mid-call.
     public func setAudioSink(_ sink: any AudioSink) {
-        let wasRunning = sinkRunning
-        if sinkRunning { currentSink.stop() }
-        sinkRunning = false
-        currentSink = sink
+        let ran = devices.replaceSink(with: sink)
         publishTelemetry()
-        if wasRunning || mediaRunning { startSink() }
+        if ran || mediaRunning { startSink() }
     }
 
     /// A device reported a failure or a recovery.
@@ -94,11 +78,11 @@ extension CallSession {
                     TetherError(
                         code: capture ? .captureDeviceFailed : .playbackDeviceFailed, isTerminal: false, canRetry: true,
                         message: capture
-                            ? "capture '\(currentSource.name)' failed: \(error); the call goes on listen-only"
-                            : "playback '\(currentSink.name)' failed: \(error)",
+                            ? "capture '\(devices.source.name)' failed: \(error); the call goes on listen-only"
+                            : "playback '\(devices.sink.name)' failed: \(error)",
                         cause: error)))
         case .recovered, .moved:
-            if capture && sourceRunning && !isMuted { media?.captureActive.store(true, ordering: .releasing) }
+            if capture && devices.sourceRunning && !isMuted { media?.captureActive.store(true, ordering: .releasing) }
         }
     }
 }

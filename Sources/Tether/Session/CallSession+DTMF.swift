@@ -44,7 +44,7 @@ extension CallSession {
         guard !tones.isEmpty else {
             throw TetherError(code: .invalidDTMF, isTerminal: false, canRetry: false, message: "no digits to send")
         }
-        guard let negotiated, let media, mediaRunning, !state.isEnded, state != .ending else {
+        guard let negotiated, let media, mediaRunning, !state.isClosing else {
             throw .invalidState("sendDTMF(_:) needs a call whose media runs; the call is \(state.name)")
         }
         guard negotiated.telephoneEvent != nil else {

@@ -123,7 +123,7 @@ extension CallSession {
                 switch to {
                 case .established, .mediaDisrupted, .renewingMedia:
                     let before = state
-                    if let s = Self.callState(to), state != s, !state.isEnded, state != .ending { transition(to: s) }
+                    if let s = Self.callState(to), state != s, !state.isClosing { transition(to: s) }
                     // Our reception stopped or came back: tell the peer now (an RTCP report), so it
                     // sees one-way audio, or its end, within a round trip, not a report interval.
                     if to == .mediaDisrupted || (to == .established && (before == .mediaDisrupted || before == .renewingMedia)) {
@@ -179,7 +179,7 @@ extension CallSession {
     /// local side gone (renew on what is left, or wait for a network when nothing is), or a
     /// network back while media is disrupted (renew on it).
     func networkChanged(_ change: NetworkChange) {
-        guard !state.isEnded, state != .ending, let usable = NetworkChangeHub.shared.usableAddresses() else { return }
+        guard !state.isClosing, let usable = NetworkChangeHub.shared.usableAddresses() else { return }
         let ours = Set((gathered ?? []).compactMap { try? ICECandidate.parse($0) }.filter { $0.type != .relay }.map(\.address))
         let disrupted = state == .mediaDisrupted || state == .renewingMedia
         switch networkJudge.verdict(change: change, usable: usable, pair: selectedPair, gatheredAddresses: ours, disrupted: disrupted) {
@@ -244,7 +244,7 @@ extension CallSession {
                 perform(actions)
             }
         case .media(.byeReceived):
-            if !state.isEnded && state != .ending {
+            if !state.isClosing {
                 finish(CallTerminationReason(cause: .remoteHangup), sendBye: false)
             }
         }
@@ -272,13 +272,11 @@ extension CallSession {
         wakeAt = nil
         if let id = networkSubscription { NetworkChangeHub.shared.unsubscribe(id) }
         networkSubscription = nil
-        if sourceRunning { currentSource.stop() }
-        sourceRunning = false
+        devices.stopSource()
         media?.stop(sendBye: sendBye && mediaRunning)
         mediaRunning = false
         drainMediaLog()  // the loop's last records: the worker no longer runs it
-        if sinkRunning { currentSink.stop() }
-        sinkRunning = false
+        devices.stopSink()
         if let dtls {
             // close_notify, as browsers send on pc.close(): queued on the GLib thread before the close.
             if sendBye { for datagram in dtls.connection.close().datagrams { transport?.sendControl(datagram) } }

@@ -99,7 +99,7 @@ extension CallSession {
             deadlines.disarm(.dtlsRetransmission)
             guard dtls.keys == nil || error != .closedByPeer else {
                 // The peer closed the association (a browser's pc.close()): a hang-up.
-                if !state.isEnded && state != .ending { remoteHangUpByDTLS() }
+                if !state.isClosing { remoteHangUpByDTLS() }
                 return
             }
             guard dtls.keys == nil else { return }  // after the handshake: liveness judges the path
@@ -167,7 +167,7 @@ extension CallSession {
     }
 
     func dtlsHandshakeTimedOut(after seconds: Double) {
-        guard let dtls, dtls.keys == nil, !state.isEnded, state != .ending else { return }
+        guard let dtls, dtls.keys == nil, !state.isClosing else { return }
         let error = DTLSError.handshakeTimedOut(seconds: seconds)
         end(dueTo: TetherError(code: .dtlsHandshakeFailed, isTerminal: true, canRetry: true, message: "\(error)", cause: error))
     }

@@ -88,20 +88,13 @@ extension CallSession {
     /// name a port nobody listens on. Each caller holds a claim on the result; the stream is
     /// given up only when every claimant has abandoned it.
     func regatherCandidates() async -> (candidates: [String]?, token: UInt64) {
-        let job: RegatherJob
-        if let running = regatherInFlight {
-            job = running
-        } else {
-            regatherSerial += 1
-            let id = regatherSerial
-            job = RegatherJob(id: id, task: Task { await self.gatherOnFreshStream() })
-            regatherInFlight = job
-        }
-        pendingRegatherClaims[job.id, default: 0] += 1
-        let result = await job.task.value
-        if regatherInFlight?.id == job.id { regatherInFlight = nil }
-        // The first caller to resume moves every claim on this job onto its stream's token.
-        if let claims = pendingRegatherClaims.removeValue(forKey: job.id) { regatherClaims[result.token, default: 0] += claims }
+        let (job, start) = regathers.claim()
+        if start { regatherTask = (job, Task { await self.gatherOnFreshStream() }) }
+        // The ledger's running job is always the task's (both are set here, cleared on its end).
+        guard let running = regatherTask, running.job == job else { return (nil, 0) }
+        let result = await running.task.value
+        if regatherTask?.job == job { regatherTask = nil }
+        regathers.finished(job: job, token: result.token)
         return result
     }
 
@@ -116,13 +109,7 @@ extension CallSession {
     /// dropped, with its TURN allocation, once no other caller holds it; the media stream's
     /// candidates are ours again.
     func abandonRegather(_ token: UInt64) {
-        let claims = regatherClaims[token] ?? 1
-        guard claims <= 1 else {
-            regatherClaims[token] = claims - 1
-            return
-        }
-        regatherClaims[token] = nil
-        guard let transport else { return }
+        guard regathers.abandon(token), let transport else { return }
         transport.abandonRegather(token)
         gathered = transport.localCandidates()
     }
@@ -207,7 +194,8 @@ extension CallSession {
             let sink = internalSink
             setup = MediaLoop.Setup(
                 encoder: encoder, decoder: decoder, outbound: keys.outbound, inbound: keys.inbound, transport: transport,
-                receiveRing: receiveRing, captureRing: captureRing, playbackRing: playbackRing, playbackDemand: playbackDemand,
+                receiveRing: receiveRing, captureRing: devices.capture.ring, playbackRing: devices.playback.ring,
+                playbackDemand: devices.playback.demand,
                 worker: lease.worker,
                 payloadType: result.opusPayloadType, cname: cname,
                 jitterBufferTargetMilliseconds: configuration.jitterBufferTargetMilliseconds,
@@ -254,7 +242,7 @@ extension CallSession {
         if negotiation.capturesNow(muted: isMuted) && !startSource() && configuration.requiresCapture {
             throw TetherError(
                 code: .captureDeviceFailed, isTerminal: false, canRetry: true,
-                message: "capture '\(currentSource.name)' cannot be opened and the configuration requires capture")
+                message: "capture '\(devices.source.name)' cannot be opened and the configuration requires capture")
         }
         do throws(MediaWorker.StartError) {
             try media.start()
@@ -273,12 +261,6 @@ extension CallSession {
         }
         arm(.driverPass, at: instantNow())
     }
-}
-
-/// One re-gathering on a fresh ICE stream, awaited by every caller that needs it.
-struct RegatherJob {
-    let id: Int
-    let task: Task<(candidates: [String]?, token: UInt64), Never>
 }
 
 /// What the media loop was built with, for statistics.

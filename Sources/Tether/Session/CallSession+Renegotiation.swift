@@ -29,7 +29,7 @@ extension CallSession {
     ///   went away), nothing is sent.
     @discardableResult
     func startICERestart(attempt: Int? = nil, regather: Bool) async -> RestartOutcome {
-        guard let negotiated, let transport, !state.isEnded, state != .ending else { return .notSent }
+        guard let negotiated, let transport, !state.isClosing else { return .notSent }
         let controlling = transport.configuration.controlling
         if !controlling && !regather { return .notSent }  // wait for the controlling side's offer
         func superseded() -> Bool { state.isEnded || (attempt != nil && machine?.attemptInFlight != attempt) }
@@ -112,7 +112,7 @@ extension CallSession {
 
     /// A re-offer from the peer: an ICE restart (new ICE credentials) and/or a direction change.
     func acceptRenegotiationOffer(_ sdp: String) async throws(TetherError) -> String {
-        guard let current = negotiated, let transport, !state.isEnded, state != .ending else {
+        guard let current = negotiated, let transport, !state.isClosing else {
             throw .invalidState("acceptOffer(_:) on a call that is \(state.name)")
         }
         let offer = try Self.parse(sdp)
@@ -283,7 +283,7 @@ extension CallSession {
     }
 
     func setHold(_ hold: Bool) throws(TetherError) {
-        guard negotiated != nil, !state.isEnded, state != .ending else {
+        guard negotiated != nil, !state.isClosing else {
             throw .invalidState("\(hold ? "hold()" : "resume()") needs a negotiated call; the call is \(state.name)")
         }
         guard negotiation.setWantsHold(hold) else { return }
@@ -297,7 +297,7 @@ extension CallSession {
     /// had to wait is a value (`Negotiator.holdChangeDue`), not a retry.
     func offerHoldChangeIfNeeded() {
         // While media is disrupted the restart that renews it carries the hold.
-        guard negotiation.holdChangeDue, regatherInFlight == nil, !manualRenewalRunning,
+        guard negotiation.holdChangeDue, regathers.running == nil, !manualRenewalRunning,
             machine?.attemptInFlight == nil, state == .established || state == .connecting,
             let negotiated, let transport
         else { return }

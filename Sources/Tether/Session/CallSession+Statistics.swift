@@ -79,8 +79,8 @@ extension CallSession {
             snapshot.encoderLookaheadMilliseconds = m.encoderLookaheadMilliseconds
             snapshot.encoderMaximumBandwidth = m.encoderMaximumBandwidth
         }
-        snapshot.source = currentSource
-        snapshot.sink = currentSink
+        snapshot.source = devices.source
+        snapshot.sink = devices.sink
         telemetry.publish(snapshot)
     }
 

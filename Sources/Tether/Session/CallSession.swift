@@ -24,7 +24,9 @@ import TetherRealtime
 /// awaits. The decisions are sans-IO values in TetherCore, fed with explicit instants:
 /// offer/answer and hold (`Negotiator`), reconnection (`RecoveryDriver`: the
 /// `ReconnectStateMachine` and what it has been fed), re-keying (`NegotiatedKeying.change(to:)`),
-/// the call's timers (`DeadlineSet`). The parts carry out what they decide:
+/// the call's timers (`DeadlineSet`), shared re-gatherings (`RegatherLedger`). The devices are an
+/// `AudioDevices` value; what other threads read (statistics, report, metrics, hold) is
+/// `CallTelemetry`, published whole by `publishTelemetry()`. The parts carry out what they decide:
 /// - `CallSession.swift`: state, creation, the first offer/answer, call control (start, mute, end).
 /// - `+Renegotiation`: ICE restarts and hold re-offers and answers, glare, direction.
 /// - `+Keying`: SDES and DTLS-SRTP, re-keying.
@@ -49,10 +51,6 @@ public actor CallSession {
     let configuration: CallConfiguration
     let createdAtNanoseconds: UInt64
     let receiveRing = PacketRing(slotCount: 256, maximumPacketBytes: 1500)
-    let captureRing: SPSCRing<Int16>
-    let playbackRing: SPSCRing<Int16>
-    /// How much the playback device wants queued in `playbackRing` (shared with the media loop).
-    let playbackDemand = PlaybackDemand()
     /// The media worker thread this call's loop runs on (assigned at creation, least loaded).
     let lease = MediaWorker.lease()
     /// What the devices and the transport signal: the worker's wake-up.
@@ -69,11 +67,9 @@ public actor CallSession {
     var startRequested = false
     var isMuted = false
     var mediaRunning = false
-    var sourceRunning = false
-    var sinkRunning = false
-    /// The capture and playback devices in use (changed by `setAudioSource`/`setAudioSink`).
-    var currentSource: any AudioSource
-    var currentSink: any AudioSink
+    /// The capture and playback devices in use (changed by `setAudioSource`/`setAudioSink`),
+    /// whether each runs, and their rings.
+    var devices: AudioDevices
     var gathered: [String]?
     var gatherWaiters: [CheckedContinuation<[String]?, Never>] = []
     /// Every timer of the call, as deadlines; `wakeTask` sleeps until the soonest (`scheduleWake`).
@@ -112,12 +108,10 @@ public actor CallSession {
     /// `.dtlsRetransmission` and `.dtlsHandshake`).
     var dtls: DTLSKeying?
     var dtlsHandshakes = 0
-    /// The re-gathering under way, shared by every caller that needs fresh candidates meanwhile.
-    var regatherInFlight: RegatherJob?
-    var regatherSerial = 0
-    /// Callers waiting on a job (by job id), then holding its stream (by regather token).
-    var pendingRegatherClaims: [Int: Int] = [:]
-    var regatherClaims: [UInt64: Int] = [:]
+    /// Who shares the re-gathering under way and who holds the streams re-gatherings made.
+    var regathers = RegatherLedger()
+    /// The re-gathering under way (`regathers.running`), awaited by every caller that claimed it.
+    var regatherTask: (job: Int, task: Task<(candidates: [String]?, token: UInt64), Never>)?
 
     /// A further stream of the call's events, from now on (for a second observer such as a UI
     /// next to the signaling bridge). Finishes after the `ended` state change.
@@ -139,8 +133,9 @@ public actor CallSession {
         self.configuration = configuration
         negotiation = Negotiator(
             sessionID: UInt64.random(in: 1...(UInt64(1) << 62)), unansweredOfferSeconds: configuration.connectTimeoutSeconds)
-        currentSource = configuration.audioSource
-        currentSink = configuration.audioSink
+        devices = AudioDevices(
+            source: configuration.audioSource, sink: configuration.audioSink,
+            format: AudioFormat(frameDurationMilliseconds: configuration.opus.frameDurationMilliseconds), wakeup: lease.worker.wakeup)
         createdAtNanoseconds = MonotonicClock.nanoseconds()
         callId = configuration.callId ?? UUID().uuidString.lowercased()
         let telemetry = CallTelemetry(
@@ -152,9 +147,6 @@ public actor CallSession {
                 source: configuration.audioSource, sink: configuration.audioSink))
         self.telemetry = telemetry
         eventSink = EventBroadcaster(logger: telemetry.logger) { telemetry.observe($0) }
-        let frameSamples = configuration.opus.samplesPerFrame
-        captureRing = SPSCRing(capacity: Self.powerOfTwo(atLeast: frameSamples * 8))
-        playbackRing = SPSCRing(capacity: Self.powerOfTwo(atLeast: frameSamples * 4))
         cname = configuration.cname ?? "tether-\(UInt64.random(in: 0...UInt64.max))"
         events = eventSink.subscribe()
         let (internalEvents, internalSink) = AsyncStream.makeStream(of: InternalEvent.self, bufferingPolicy: .unbounded)
@@ -172,19 +164,13 @@ public actor CallSession {
     deinit {
         if let id = networkSubscription { NetworkChangeHub.shared.unsubscribe(id) }
         wakeTask?.cancel()
-        if sourceRunning { currentSource.stop() }
+        devices.stopSource()
         if mediaRunning { media?.stop(sendBye: false) }
-        if sinkRunning { currentSink.stop() }
+        devices.stopSink()
         transport?.close()
         internalSink.finish()
         eventSink.finish()
         telemetry.metrics.sessionReleased()
-    }
-
-    static func powerOfTwo(atLeast n: Int) -> Int {
-        var c = 1
-        while c < n { c <<= 1 }
-        return c
     }
 
     // MARK: The first offer/answer
@@ -272,7 +258,7 @@ public actor CallSession {
     /// Lets media flow: opens the audio source and sink and starts the media loop as soon as
     /// negotiation has completed (at once if it has).
     public func start() throws(TetherError) {
-        guard !state.isEnded, state != .ending else { throw .invalidState("start() on a call that is \(state.name)") }
+        guard !state.isClosing else { throw .invalidState("start() on a call that is \(state.name)") }
         startRequested = true
         if negotiated != nil && !mediaRunning { try startMedia() }
     }
@@ -280,7 +266,7 @@ public actor CallSession {
     /// Ends the call: sends RTCP BYE, releases devices and the network. Idempotent.
     /// - Parameters: sipCode, sipPhrase: what the embedder's signaling said, kept in the reason.
     public func hangUp(sipCode: Int? = nil, sipPhrase: String? = nil) {
-        guard !state.isEnded, state != .ending else { return }
+        guard !state.isClosing else { return }
         transition(to: .ending)
         finish(CallTerminationReason(cause: .localHangup, sipCode: sipCode, sipPhrase: sipPhrase), sendBye: true)
     }
@@ -293,7 +279,7 @@ public actor CallSession {
     /// ran) with cause `.error` carrying it, so observers learn the code from the events alone.
     /// Idempotent; does nothing on a call already ending.
     public func end(dueTo error: TetherError, sipCode: Int? = nil, sipPhrase: String? = nil) {
-        guard !state.isEnded, state != .ending else { return }
+        guard !state.isClosing else { return }
         let terminal = TetherError(
             code: error.code, isTerminal: true, canRetry: error.canRetry, message: error.message, cause: error.cause)
         eventSink.yield(.error(terminal))
@@ -330,4 +316,9 @@ public actor CallSession {
         }
     }
 
+}
+
+extension CallState {
+    /// Ending or ended: the call takes on no new work (no offers, restarts, timers or devices).
+    var isClosing: Bool { isEnded || self == .ending }
 }
