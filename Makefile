@@ -41,13 +41,17 @@ test-tsan:
 # ICE restart) and the integration tests (CallSession over libnice, outages and the give-up, devices,
 # `tether call` processes, which are ASan builds too and exit non-zero on a leak of their own).
 # The test runner's own suppressions (Foundation's Process, used to start those processes) are in
-# scripts/lsan-test-harness.supp, with the reason for each.
+# scripts/lsan-test-harness.supp, with the reason for each. The echo device test whose path
+# changes mid-call is left to the unit phase: it judges how fast WebRTC's AEC2 reconverges, which
+# an ASan build (two to three times slower) does not show faithfully (15 dB after 12 s in one run,
+# 34–44 dB in the first 2 s window in others); the same call with one path runs under ASan.
 test-asan:
 	$(SWIFT) build --build-tests --scratch-path $(ASAN_SCRATCH) --sanitize=address
 	scripts/asan-demo.sh $(ASAN_SCRATCH)/debug/tether
 	ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$(CURDIR)/scripts/lsan-test-harness.supp \
 		scripts/run-tests.sh 20 scripts/with-test-audio.sh $(SWIFT) test --skip-build --disable-xctest \
-		--scratch-path $(ASAN_SCRATCH) --sanitize=address --no-parallel --filter 'TetherTests|TetherICETests'
+		--scratch-path $(ASAN_SCRATCH) --sanitize=address --no-parallel --filter 'TetherTests|TetherICETests' \
+		--skip AfterTheEchoPathChanges
 
 # Coverage-guided fuzzing (libFuzzer + AddressSanitizer) of SDP and offer/answer, RTP/RTCP and the
 # jitter buffer, from the corpus in Fuzz/corpus. A crash is saved to Fuzz/regressions/, which the

@@ -43,12 +43,14 @@ private final class ToneFeeder: Sendable {
 private func shellOutput(_ command: String) -> String {
     guard let pipe = popen(command, "r") else { return "" }
     defer { pclose(pipe) }
-    var output = ""
-    var buffer = [CChar](repeating: 0, count: 4_096)
-    while fgets(&buffer, Int32(buffer.count), pipe) != nil {
-        output += String(cString: buffer)
+    var output: [UInt8] = []
+    var buffer = [UInt8](repeating: 0, count: 4_096)
+    while true {
+        let n = fread(&buffer, 1, buffer.count, pipe)
+        if n == 0 { break }
+        output += buffer[..<n]
     }
-    return output
+    return String(decoding: output, as: UTF8.self)
 }
 
 /// Sends one command line to the test daemon's CLI socket (`TETHER_TEST_PULSE_CLI`).

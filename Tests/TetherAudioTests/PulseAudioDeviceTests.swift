@@ -274,7 +274,7 @@ final class PulseTestFeeder: Sendable {
                     }
                     push(frame, into: endpoint.ring)
                 }
-                endpoint.wakeup.waitForNextSignal(untilMonotonicNanoseconds: deadline(afterSeconds: 0.02))
+                _ = endpoint.wakeup.waitForNextSignal(untilMonotonicNanoseconds: deadline(afterSeconds: 0.02))
             }
         }
     }
