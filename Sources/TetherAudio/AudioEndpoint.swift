@@ -47,14 +47,17 @@ public struct AudioEndpoint: Sendable {
     }
 
     /// Creates a ring holding at least `ringCapacityFrames` frames of `format` (its capacity in
-    /// samples is rounded up to a power of two) and, unless given, a new wake-up.
+    /// samples is rounded up to a power of two) and, unless given, a new wake-up (and demand hint).
     /// - Precondition: `ringCapacityFrames` ≥ 1.
-    public init(format: AudioFormat = AudioFormat(), ringCapacityFrames: Int = 8, wakeup: EventCount = EventCount()) {
+    public init(
+        format: AudioFormat = AudioFormat(), ringCapacityFrames: Int = 8, wakeup: EventCount = EventCount(),
+        demand: PlaybackDemand = PlaybackDemand()
+    ) {
         precondition(ringCapacityFrames >= 1, "AudioEndpoint ring must hold at least one frame")
         let wantedSamples = ringCapacityFrames * format.samplesPerFrame
         var capacitySamples = 1
         while capacitySamples < wantedSamples { capacitySamples <<= 1 }
-        self.init(format: format, ring: SPSCRing<Int16>(capacity: capacitySamples), wakeup: wakeup)
+        self.init(format: format, ring: SPSCRing<Int16>(capacity: capacitySamples), wakeup: wakeup, demand: demand)
     }
 
     /// Whole frames the ring can hold.

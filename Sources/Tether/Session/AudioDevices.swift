@@ -17,10 +17,8 @@ struct AudioDevices {
     init(source: any AudioSource, sink: any AudioSink, format: AudioFormat, wakeup: EventCount) {
         self.source = source
         self.sink = sink
-        let frameSamples = format.samplesPerFrame
-        capture = AudioEndpoint(format: format, ring: SPSCRing(capacity: Self.powerOfTwo(atLeast: frameSamples * 8)), wakeup: wakeup)
-        playback = AudioEndpoint(
-            format: format, ring: SPSCRing(capacity: Self.powerOfTwo(atLeast: frameSamples * 4)), wakeup: wakeup, demand: PlaybackDemand())
+        capture = AudioEndpoint(format: format, ringCapacityFrames: 8, wakeup: wakeup)
+        playback = AudioEndpoint(format: format, ringCapacityFrames: 4, wakeup: wakeup)
     }
 
     /// Opens the capture device unless it runs; `events` hears its failures and recoveries.
@@ -63,11 +61,5 @@ struct AudioDevices {
         stopSink()
         sink = newSink
         return ran
-    }
-
-    static func powerOfTwo(atLeast n: Int) -> Int {
-        var c = 1
-        while c < n { c <<= 1 }
-        return c
     }
 }
