@@ -4,7 +4,7 @@ import Testing
 import TetherAudio
 import TetherRealtime
 
-/// True when `scripts/with-test-audio.sh` provides the private PulseAudio daemon and the
+/// True when `scripts/with-test-audio.sh` provides the private sound server and the
 /// `tether_*` ALSA PCMs.
 private let testAudioAvailable = getenv("TETHER_TEST_AUDIO").map { String(cString: $0) } == "1"
 
@@ -53,31 +53,14 @@ private func shellOutput(_ command: String) -> String {
     return String(decoding: output, as: UTF8.self)
 }
 
-/// Sends one command line to the test daemon's CLI socket (`TETHER_TEST_PULSE_CLI`).
-private func sendPulseCommand(_ command: String) -> Bool {
-    guard let path = getenv("TETHER_TEST_PULSE_CLI").map({ String(cString: $0) }) else { return false }
-    let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-    guard fd >= 0 else { return false }
-    defer { close(fd) }
-    var address = sockaddr_un()
-    address.sun_family = sa_family_t(AF_UNIX)
-    withUnsafeMutableBytes(of: &address.sun_path) { raw in
-        let bytes = Array(path.utf8.prefix(raw.count - 1))
-        raw.copyBytes(from: bytes)
-    }
-    let connected = withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-    }
-    guard connected == 0 else { return false }
-    let line = Array((command + "\n").utf8)
-    guard line.withUnsafeBytes({ write(fd, $0.baseAddress, $0.count) }) == line.count else { return false }
-    // End the session; the daemon handles the line, then closes. Wait (at most 5 s) for that.
-    shutdown(fd, Int32(SHUT_WR))
-    var timeout = timeval(tv_sec: 5, tv_usec: 0)
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-    var reply = [UInt8](repeating: 0, count: 4_096)
-    while read(fd, &reply, reply.count) > 0 {}
-    return true
+/// Acts on the test sound server through `scripts/with-test-audio.sh`'s control script
+/// (`TETHER_TEST_AUDIO_CONTROL`), e.g. `kill-source-output 12`; true when it succeeded.
+private func controlSoundServer(_ arguments: String) -> Bool {
+    guard let control = getenv("TETHER_TEST_AUDIO_CONTROL").map({ String(cString: $0) }) else { return false }
+    guard let pipe = popen("'\(control)' \(arguments) </dev/null", "r") else { return false }
+    var buffer = [UInt8](repeating: 0, count: 4_096)
+    while fread(&buffer, 1, buffer.count, pipe) > 0 {}
+    return pclose(pipe) == 0
 }
 
 /// Indexes of the PulseAudio source outputs (capture streams) opened by this process.
@@ -228,7 +211,7 @@ struct ALSADeviceTests {
 
         let indexes = ownSourceOutputIndexes()
         try #require(indexes.count == 1, "own source outputs: \(indexes)")
-        try #require(sendPulseCommand("kill-source-output \(indexes[0])"))
+        try #require(controlSoundServer("kill-source-output \(indexes[0])"))
 
         let limit = deadline(afterSeconds: 20)
         while events.withLock({ $0.count }) < 2 && eventWakeup.wait(untilMonotonicNanoseconds: limit) {}

@@ -201,6 +201,42 @@ struct PulseAudioDeviceTests {
         #expect(abs(frequencyHertz - 750) <= 2)
         #expect(abs(ToneAnalysis.rmsDBFS(tail) - -12) <= 1.5)
     }
+
+    /// PipeWire without its session manager takes a stream and never links it to a device (a
+    /// desktop whose WirePlumber failed, or a session without a bus for it to start on). Opening
+    /// a device then fails in 5 s with a reason that says so, not with a bare time-out; with the
+    /// session manager back, the same device opens.
+    @Test(
+        "on PipeWire without a session manager, opening a device fails with a reason that names it",
+        .enabled(if: PulseTestEnvironment.server == "pipewire", "needs the PipeWire test server"))
+    func pipeWireWithoutSessionManager() throws {
+        let control = try #require(PulseTestEnvironment.control)
+        try #require(PulseControl.run("'\(control)' stop-session-manager").status == 0)
+        // Whatever happens below, the server is restarted whole, with its session manager, for
+        // the tests that follow.
+        defer { _ = PulseControl.run("'\(control)' kill && '\(control)' start") }
+
+        let capture = PulseAudioCapture(deviceName: "spk2.monitor")
+        do {
+            try capture.start(AudioEndpoint(ringCapacityFrames: 16))
+            capture.stop()
+            Issue.record("the capture stream opened without a session manager")
+        } catch {
+            guard case .deviceUnavailable(let name, let reason) = error else {
+                Issue.record("expected deviceUnavailable, got \(error)")
+                return
+            }
+            #expect(name == "spk2.monitor")
+            #expect(reason.contains("session manager"), "\(reason)")
+        }
+
+        try #require(PulseControl.run("'\(control)' kill && '\(control)' start").status == 0)
+        let endpoint = AudioEndpoint(ringCapacityFrames: 64)
+        let again = PulseAudioCapture(deviceName: "spk2.monitor")
+        try again.start(endpoint)
+        defer { again.stop() }
+        #expect(captureFrames(from: endpoint, seconds: 10, frameLimit: 5).frames == 5)
+    }
 }
 
 // MARK: - Helpers
@@ -211,6 +247,12 @@ enum PulseTestEnvironment {
         guard let value = getenv("TETHER_TEST_AUDIO") else { return false }
         return String(cString: value) == "1"
     }
+
+    /// `pulseaudio` or `pipewire` (`TETHER_TEST_AUDIO_SERVER`), nil without test audio.
+    static var server: String? { getenv("TETHER_TEST_AUDIO_SERVER").map { String(cString: $0) } }
+
+    /// The control script of `scripts/with-test-audio.sh` (`TETHER_TEST_AUDIO_CONTROL`).
+    static var control: String? { getenv("TETHER_TEST_AUDIO_CONTROL").map { String(cString: $0) } }
 }
 
 /// Collects device events and lets a test wait for one.

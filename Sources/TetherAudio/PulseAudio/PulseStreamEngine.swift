@@ -185,7 +185,12 @@ final class PulseStreamEngine: @unchecked Sendable {
             return state == PA_STREAM_READY || state == PA_STREAM_FAILED || state == PA_STREAM_TERMINATED
         }
         guard settled, let stream, pa_stream_get_state(stream) == PA_STREAM_READY else {
-            let reason = settled ? contextErrorMessage() : "timed out opening the stream"
+            // A server that takes the stream and never links it to a device: on PipeWire, no
+            // session manager (WirePlumber) is running, which a user can meet too.
+            let reason =
+                settled
+                ? contextErrorMessage()
+                : "the server took the stream but did not connect it to a device within \(Self.startTimeoutMicroseconds / 1_000_000) s (on PipeWire: no session manager, such as WirePlumber, is running to link it)"
             throw .deviceUnavailable(name: requestedDeviceName ?? "default", reason: reason)
         }
     }
