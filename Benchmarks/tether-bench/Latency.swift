@@ -10,9 +10,10 @@ struct LatencyBench: AsyncParsableCommand {
         commandName: "latency",
         abstract: "Mouth-to-ear latency through loopback audio devices (PulseAudio and ALSA, 10 and 20 ms periods).",
         discussion: """
-            Needs a PulseAudio server with null sinks `mic` (its monitor is the microphone) and `spk` \
-            (its monitor is the ear), and ALSA PCMs tether_mic/tether_spk through the pulse plugin: \
-            `make latency` runs it under scripts/with-test-audio.sh, which provides them.
+            Needs a PulseAudio-protocol server (PulseAudio, or PipeWire with pipewire-pulse) with null \
+            sinks `mic` (its monitor is the microphone) and `spk` (its monitor is the ear), and ALSA PCMs \
+            tether_mic/tether_spk through the pulse plugin: `make latency` runs it under \
+            scripts/with-test-audio.sh, which provides them, once on PulseAudio and once on PipeWire.
             """)
 
     @Option(help: "Backends to measure (pulse, alsa).")
@@ -31,7 +32,9 @@ struct LatencyBench: AsyncParsableCommand {
     var json: String?
 
     func run() async throws {
+        let server = Self.soundServer()
         print("mouth-to-ear latency: 100 ms 1 kHz bursts spoken into `mic`, heard on `spk.monitor`; adaptive jitter buffer, loopback ICE")
+        print("sound server: \(server)")
         var rows: [[String: Any]] = []
         var table: [String] = []
         for f in frame {
@@ -42,8 +45,8 @@ struct LatencyBench: AsyncParsableCommand {
                     let label = "\(b.rawValue) \(p) ms, Opus \(f) ms"
                     let r = try await probe.run { line in print("  [\(label)] \(line)") }
                     let line = String(
-                        format: "%-6@ %4d ms %4d ms %7.1f %7.1f %7.1f   %5d/%-5d %5d / %-5d %6.1f  %5.0f %6.1f / %-6.1f",
-                        b.rawValue as NSString, p, f, r.medianMilliseconds, r.minimumMilliseconds, r.maximumMilliseconds,
+                        format: "%-16@ %-6@ %4d ms %4d ms %7.1f %7.1f %7.1f   %5d/%-5d %5d / %-5d %6.1f  %5.0f %6.1f / %-6.1f",
+                        server as NSString, b.rawValue as NSString, p, f, r.medianMilliseconds, r.minimumMilliseconds, r.maximumMilliseconds,
                         r.latenciesMilliseconds.count, r.burstsSpoken, r.speaker.captureOverruns, r.listener.playbackUnderruns,
                         r.processCPUPercent, r.packetsPerSecond, r.payloadBitsPerSecond / 1000, r.wireBitsPerSecond / 1000)
                     print("  per burst (ms): " + r.latenciesMilliseconds.map { String(format: "%.1f", $0) }.joined(separator: " "))
@@ -59,7 +62,7 @@ struct LatencyBench: AsyncParsableCommand {
                     table.append(line)
                     print("  " + line)
                     rows.append([
-                        "backend": b.rawValue, "periodMs": p, "frameMs": f, "medianMs": r.medianMilliseconds,
+                        "server": server, "backend": b.rawValue, "periodMs": p, "frameMs": f, "medianMs": r.medianMilliseconds,
                         "minMs": r.minimumMilliseconds, "maxMs": r.maximumMilliseconds, "burstsHeard": r.latenciesMilliseconds.count,
                         "burstsSpoken": r.burstsSpoken, "calibrationMs": r.calibrationMilliseconds,
                         "captureOverruns": r.speaker.captureOverruns, "playbackUnderruns": r.listener.playbackUnderruns,
@@ -76,13 +79,29 @@ struct LatencyBench: AsyncParsableCommand {
         print("The null sinks' monitors get samples when the sink renders them, a little before the latency the sink")
         print("reports, so the parts may add up to more than was measured. CPU: the whole process (both sessions, the")
         print("devices, the probe's player and recorders). Wire: payload + 50 bytes a packet (IPv4, UDP, RTP, SRTP tag).")
-        print("backend period frame   median   min     max     heard/spoken over/underruns  CPU %  pkt/s  kb/s payload / wire")
+        print("server           backend period frame   median   min     max     heard/spoken over/underruns  CPU %  pkt/s  kb/s payload / wire")
         for line in table { print(line) }
         if let json {
             let data = try JSONSerialization.data(withJSONObject: ["mouthToEar": rows], options: [.prettyPrinted, .sortedKeys])
             try data.write(to: URL(fileURLWithPath: json))
             print("figures written to \(json)")
         }
+    }
+}
+
+extension LatencyBench {
+    /// The server behind PULSE_SERVER as `pactl info` names it: "pulseaudio" or, through
+    /// pipewire-pulse, "PipeWire 0.3.65".
+    static func soundServer() -> String {
+        let info = ChildProcess.run(["pactl", "info"])
+        guard info.status == 0,
+            let line = info.output.split(separator: "\n").first(where: { $0.hasPrefix("Server Name:") })
+        else { return "unknown" }
+        let name = line.dropFirst("Server Name:".count).trimmingCharacters(in: .whitespaces)
+        if let range = name.range(of: "(on "), name.hasSuffix(")") {
+            return String(name[range.upperBound..<name.index(before: name.endIndex)])  // "PipeWire 0.3.65"
+        }
+        return name
     }
 }
 
