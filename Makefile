@@ -6,23 +6,36 @@ ASAN_SCRATCH ?= .build-asan
 FUZZ_SECONDS ?= 180
 TEST_FUZZ_SECONDS ?= 45
 
-.PHONY: setup build demo docs test test-unit test-tsan test-asan test-fuzz test-budgets fuzz bench bench-quick latency quality echo faults links format clean test-devices
+# The suites that open real devices: run again on PipeWire by `test-pipewire`.
+DEVICE_TESTS ?= PulseAudio|ALSA|DeviceCallTests|EchoDeviceTests
 
+.PHONY: setup setup-build setup-devices test-pipewire build demo docs test test-unit test-tsan test-asan test-fuzz test-budgets fuzz bench bench-quick latency quality echo faults links format clean test-devices
+
+# Debian packages in three tiers (scripts/setup-debian.sh): `setup-build` what building and
+# running Tether needs (the demo needs nothing more), `setup-devices` adds the sound servers of the
+# device tests, `setup` adds the interop and fault laboratory (Chromium, baresip, GStreamer, coturn,
+# nftables, aiortc) that `make test` uses.
 setup:
-	@./scripts/setup-debian.sh
+	@./scripts/setup-debian.sh all
 
-build: setup
+setup-build:
+	@./scripts/setup-debian.sh build
+
+setup-devices:
+	@./scripts/setup-debian.sh devices
+
+build: setup-build
 	$(SWIFT) build -c release
 
 # The embedded default: two sessions over real ICE on 127.0.0.1 with a test signal.
-demo: setup
+demo: setup-build
 	$(SWIFT) run -c release tether demo
 
 # Everything CI runs: the whole suite with real audio devices (a private PulseAudio daemon, ALSA
-# through its pulse plugin), then the cross-thread code (rings, the libnice thread, device threads)
-# again under the thread sanitizer. scripts/run-tests.sh stops a run that hangs and repeats the
-# failures at the end of the output.
-test: setup docs test-unit test-tsan test-asan test-fuzz test-budgets
+# through its pulse plugin), the device suites again on a private PipeWire, then the cross-thread
+# code (rings, the libnice thread, device threads) again under the thread sanitizer.
+# scripts/run-tests.sh stops a run that hangs and repeats the failures at the end of the output.
+test: setup docs test-unit test-pipewire test-tsan test-asan test-fuzz test-budgets
 
 # The DocC documentation (Sources/Tether/Tether.docc and the API's doc comments); a broken link
 # or a reference to a symbol that does not exist fails it.
@@ -32,6 +45,13 @@ docs:
 test-unit:
 	$(SWIFT) build --build-tests
 	scripts/run-tests.sh 25 scripts/with-test-audio.sh $(SWIFT) test --skip-build --no-parallel
+
+# The device suites on PipeWire (pipewire, WirePlumber, pipewire-pulse under their own session
+# bus), as most Linux desktops run it; the unit phase ran them on PulseAudio.
+test-pipewire:
+	$(SWIFT) build --build-tests
+	TETHER_TEST_AUDIO_SERVER=pipewire scripts/run-tests.sh 15 scripts/with-test-audio.sh $(SWIFT) test --skip-build \
+		--no-parallel --filter '$(DEVICE_TESTS)'
 
 test-tsan:
 	$(SWIFT) build --build-tests --scratch-path $(TSAN_SCRATCH) --sanitize=thread
@@ -57,7 +77,7 @@ test-asan:
 # jitter buffer, from the corpus in Fuzz/corpus. A crash is saved to Fuzz/regressions/, which the
 # test suite replays from then on (TetherFuzzingTests). `make fuzz` runs each target for
 # FUZZ_SECONDS; `make test` for TEST_FUZZ_SECONDS.
-fuzz: setup
+fuzz: setup-build
 	scripts/fuzz.sh $(FUZZ_SECONDS)
 
 test-fuzz:
@@ -72,29 +92,31 @@ test-budgets:
 	$(SWIFT) build -c release --product tether-bench
 	.build/release/tether-bench hotpath --frames 300 --repetitions 1
 
-bench: setup
+bench: setup-devices
 	$(SWIFT) build -c release --product tether-bench
 	scripts/with-test-audio.sh .build/release/tether-bench run
 
-bench-quick: setup
+bench-quick: setup-devices
 	$(SWIFT) build -c release --product tether-bench
 	scripts/with-test-audio.sh .build/release/tether-bench run --quick
 
-# Mouth-to-ear latency through the private daemon's loopback devices.
-latency: setup
+# Mouth-to-ear latency through the private sound server's loopback devices: on PulseAudio, then
+# on PipeWire (each table has a server column).
+latency: setup-devices
 	$(SWIFT) build -c release --product tether-bench
 	scripts/with-test-audio.sh .build/release/tether-bench latency
+	TETHER_TEST_AUDIO_SERVER=pipewire scripts/with-test-audio.sh .build/release/tether-bench latency
 
 # Speech quality under loss (wideband PESQ) over eight clips, Tether against baresip, about 15
 # minutes; needs espeak-ng, sox and PyPI's pesq,
 # which scripts/setup-quality.sh installs (apt, and a venv under .build/).
-quality: setup
+quality: setup-devices
 	$(SWIFT) build -c release --product tether-bench
 	scripts/with-test-audio.sh .build/release/tether-bench quality --clips 8 --python "$$(scripts/setup-quality.sh)" --json .build/quality/quality.json
 
 # Echo cancellation through the private PulseAudio daemon's echo path, by suppression level:
 # echo cut, reconvergence, double-talk PESQ-WB (about 2 minutes; espeak-ng, sox, pesq as above).
-echo: setup
+echo: setup-devices
 	$(SWIFT) build -c release --product tether-bench
 	scripts/with-test-audio.sh .build/release/tether-bench echo --python "$$(scripts/setup-quality.sh)" --json .build/echo/echo.json
 
@@ -119,6 +141,8 @@ format:
 clean:
 	rm -rf .build $(TSAN_SCRATCH) $(ASAN_SCRATCH) .build-fuzz
 
-# Only the real-device tests (they are part of `make test` too).
-test-devices:
-	scripts/with-test-audio.sh $(SWIFT) test --skip-build --no-parallel --filter 'PulseAudio|ALSA|DeviceCallTests'
+# Only the real-device tests, on PulseAudio and on PipeWire (they are part of `make test` too).
+test-devices: setup-devices
+	$(SWIFT) build --build-tests
+	scripts/with-test-audio.sh $(SWIFT) test --skip-build --no-parallel --filter '$(DEVICE_TESTS)'
+	TETHER_TEST_AUDIO_SERVER=pipewire scripts/with-test-audio.sh $(SWIFT) test --skip-build --no-parallel --filter '$(DEVICE_TESTS)'
