@@ -9,14 +9,16 @@ TEST_FUZZ_SECONDS ?= 45
 # The suites that open real devices: run again on PipeWire by `test-pipewire`.
 DEVICE_TESTS ?= PulseAudio|ALSA|DeviceCallTests|EchoDeviceTests
 
-.PHONY: setup setup-build setup-devices test-pipewire build demo docs test test-unit test-tsan test-asan test-fuzz test-budgets fuzz bench bench-quick latency quality echo faults links format clean test-devices
+.PHONY: clock-reset setup setup-build setup-devices test-pipewire build demo docs test test-unit test-tsan test-asan test-fuzz test-budgets fuzz bench bench-quick latency quality echo faults links format clean test-devices
 
 # Debian packages in three tiers (scripts/setup-debian.sh): `setup-build` what building and
 # running Tether needs (the demo needs nothing more), `setup-devices` adds the sound servers of the
 # device tests, `setup` adds the interop and fault laboratory (Chromium, baresip, GStreamer, coturn,
 # nftables, aiortc) that `make test` uses.
 setup:
+	@scripts/phase-clock.sh begin setup
 	@./scripts/setup-debian.sh all
+	@scripts/phase-clock.sh end setup
 
 setup-build:
 	@./scripts/setup-debian.sh build
@@ -35,27 +37,44 @@ demo: setup-build
 # through its pulse plugin), the device suites again on a private PipeWire, then the cross-thread
 # code (rings, the libnice thread, device threads) again under the thread sanitizer.
 # scripts/run-tests.sh stops a run that hangs and repeats the failures at the end of the output.
-test: setup docs test-unit test-pipewire test-tsan test-asan test-fuzz test-budgets
+# Each phase's time is printed as it ends and again, all together, at the end (scripts/phase-clock.sh).
+test: clock-reset setup docs test-unit test-pipewire test-tsan test-asan test-fuzz test-budgets
+	@scripts/phase-clock.sh summary
+
+clock-reset:
+	@scripts/phase-clock.sh reset
 
 # The DocC documentation (Sources/Tether/Tether.docc and the API's doc comments); a broken link
 # or a reference to a symbol that does not exist fails it.
 docs:
+	@scripts/phase-clock.sh begin docs
 	$(SWIFT) package generate-documentation --target Tether --warnings-as-errors
+	@scripts/phase-clock.sh end docs
 
 test-unit:
+	@scripts/phase-clock.sh begin test-unit.build
 	$(SWIFT) build --build-tests
+	@scripts/phase-clock.sh end test-unit.build
+	@scripts/phase-clock.sh begin test-unit.run
 	scripts/run-tests.sh 25 scripts/with-test-audio.sh $(SWIFT) test --skip-build --no-parallel
+	@scripts/phase-clock.sh end test-unit.run
 
 # The device suites on PipeWire (pipewire, WirePlumber, pipewire-pulse under their own session
 # bus), as most Linux desktops run it; the unit phase ran them on PulseAudio.
 test-pipewire:
 	$(SWIFT) build --build-tests
+	@scripts/phase-clock.sh begin test-pipewire
 	TETHER_TEST_AUDIO_SERVER=pipewire scripts/run-tests.sh 15 scripts/with-test-audio.sh $(SWIFT) test --skip-build \
 		--no-parallel --filter '$(DEVICE_TESTS)'
+	@scripts/phase-clock.sh end test-pipewire
 
 test-tsan:
+	@scripts/phase-clock.sh begin test-tsan.build
 	$(SWIFT) build --build-tests --scratch-path $(TSAN_SCRATCH) --sanitize=thread
+	@scripts/phase-clock.sh end test-tsan.build
+	@scripts/phase-clock.sh begin test-tsan.run
 	scripts/run-tests.sh 15 scripts/with-test-audio.sh $(SWIFT) test --skip-build --scratch-path $(TSAN_SCRATCH) --sanitize=thread --no-parallel --filter 'TetherRealtimeTests|TetherICETests|TetherAudioTests|TetherFaultsTests|TetherNetworkMonitorTests'
+	@scripts/phase-clock.sh end test-tsan.run
 
 # AddressSanitizer with leak detection over the demo (a clean call, and one with an outage and an
 # ICE restart) and the integration tests (CallSession over libnice, outages and the give-up, devices,
@@ -66,12 +85,18 @@ test-tsan:
 # an ASan build (two to three times slower) does not show faithfully (15 dB after 12 s in one run,
 # 34–44 dB in the first 2 s window in others); the same call with one path runs under ASan.
 test-asan:
+	@scripts/phase-clock.sh begin test-asan.build
 	$(SWIFT) build --build-tests --scratch-path $(ASAN_SCRATCH) --sanitize=address
+	@scripts/phase-clock.sh end test-asan.build
+	@scripts/phase-clock.sh begin test-asan.demo
 	scripts/asan-demo.sh $(ASAN_SCRATCH)/debug/tether
+	@scripts/phase-clock.sh end test-asan.demo
+	@scripts/phase-clock.sh begin test-asan.run
 	ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$(CURDIR)/scripts/lsan-test-harness.supp \
 		scripts/run-tests.sh 20 scripts/with-test-audio.sh $(SWIFT) test --skip-build --disable-xctest \
 		--scratch-path $(ASAN_SCRATCH) --sanitize=address --no-parallel --filter 'TetherTests|TetherICETests' \
 		--skip AfterTheEchoPathChanges
+	@scripts/phase-clock.sh end test-asan.run
 
 # Coverage-guided fuzzing (libFuzzer + AddressSanitizer) of SDP and offer/answer, RTP/RTCP and the
 # jitter buffer, from the corpus in Fuzz/corpus. A crash is saved to Fuzz/regressions/, which the
@@ -81,7 +106,9 @@ fuzz: setup-build
 	scripts/fuzz.sh $(FUZZ_SECONDS)
 
 test-fuzz:
+	@scripts/phase-clock.sh begin test-fuzz
 	scripts/fuzz.sh $(TEST_FUZZ_SECONDS)
+	@scripts/phase-clock.sh end test-fuzz
 
 # Everything tether-bench measures (about 3 minutes after the build; `make bench-quick`: under 1), with the
 # private PulseAudio daemon so mouth-to-ear latency is measured too. Table on the terminal,
@@ -89,8 +116,12 @@ test-fuzz:
 # The hot path's allocation budget in a release build (0 of Tether's own per frame; the bench
 # exits non-zero otherwise). MediaLoopAllocationTests checks the same in the debug build.
 test-budgets:
+	@scripts/phase-clock.sh begin test-budgets.build
 	$(SWIFT) build -c release --product tether-bench
+	@scripts/phase-clock.sh end test-budgets.build
+	@scripts/phase-clock.sh begin test-budgets.run
 	.build/release/tether-bench hotpath --frames 300 --repetitions 1
+	@scripts/phase-clock.sh end test-budgets.run
 
 bench: setup-devices
 	$(SWIFT) build -c release --product tether-bench
