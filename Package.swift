@@ -128,6 +128,14 @@ let package = Package(
 
         // MARK: Tests
         .target(name: "CAllocationCounter", path: "Tests/CAllocationCounter"),
+        // The tests' swift-log handler: each test's messages in its own file, which
+        // scripts/run-tests.sh prints only when that test fails.
+        .target(
+            name: "TetherTestSupport", dependencies: [.product(name: "Logging", package: "swift-log")],
+            path: "Tests/TetherTestSupport"),
+        .testTarget(
+            name: "TetherTestSupportTests",
+            dependencies: ["TetherTestSupport", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "TetherRealtimeTests", dependencies: ["TetherRealtime"]),
         .testTarget(name: "TetherCodecTests", dependencies: ["TetherCodec"]),
         .testTarget(name: "TetherRTPTests", dependencies: ["TetherRTP", "CAllocationCounter"]),
@@ -138,7 +146,7 @@ let package = Package(
         .testTarget(
             name: "TetherTests",
             dependencies: [
-                "Tether", "TetherAudio", "TetherTestbed", "TetherFaults", "TetherFaultLab", "CAllocationCounter",
+                "Tether", "TetherAudio", "TetherTestbed", "TetherFaults", "TetherFaultLab", "CAllocationCounter", "TetherTestSupport",
                 .product(name: "Logging", package: "swift-log"), .product(name: "InMemoryLogging", package: "swift-log"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
             ]),
