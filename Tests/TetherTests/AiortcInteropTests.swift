@@ -1,10 +1,13 @@
 import Foundation
 import Testing
 import TetherAudio
+import TetherTestSupport
 
 /// `tether call` against aiortc (PyPI), a second DTLS-SRTP peer with its own DTLS stack
 /// (pyOpenSSL) and ICE (aioice): both roles, a tone each way verified by its frequency.
-@Suite("aiortc interop (DTLS-SRTP)", .serialized, .enabled(if: aiortcAvailable, "needs python3 with aiortc (scripts/setup-debian.sh installs it)"))
+@Suite(
+    "aiortc interop (DTLS-SRTP)", .keepsLogPerTest, .serialized,
+    .enabled(if: aiortcAvailable, "needs python3 with aiortc (scripts/setup-debian.sh installs it)"))
 struct AiortcInteropTests {
     static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent().appendingPathComponent("scripts/interop/aiortc-peer.py").path

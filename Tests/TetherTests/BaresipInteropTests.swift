@@ -2,11 +2,14 @@ import Foundation
 import Testing
 import TetherAudio
 import TetherRealtime
+import TetherTestSupport
 
 /// `tether call` against baresip (Debian's baresip-core 1.0), an SDES-SRTP SIP softphone with its
 /// own ICE, reached through a minimal SIP exchange (scripts/interop/baresip-peer.py): both roles,
 /// a tone each way verified by its frequency, no SRTP error logged by baresip.
-@Suite("baresip interop (SDES-SRTP over SIP)", .serialized, .enabled(if: baresipAvailable, "needs Debian's baresip-core (scripts/setup-debian.sh installs it)"))
+@Suite(
+    "baresip interop (SDES-SRTP over SIP)", .keepsLogPerTest, .serialized,
+    .enabled(if: baresipAvailable, "needs Debian's baresip-core (scripts/setup-debian.sh installs it)"))
 struct BaresipInteropTests {
     static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent().appendingPathComponent("scripts/interop/baresip-peer.py").path

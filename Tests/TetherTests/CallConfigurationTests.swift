@@ -1,9 +1,10 @@
 import Testing
 import TetherAudio
+import TetherTestSupport
 
 @testable import Tether
 
-@Suite("CallConfiguration and TetherError")
+@Suite("CallConfiguration and TetherError", .keepsLogPerTest)
 struct CallConfigurationTests {
     static let invalid: [(String, CallConfiguration)] = [
         ("frame duration", CallConfiguration(opus: OpusSettings(frameDurationMilliseconds: 30))),

@@ -3,12 +3,13 @@ import InMemoryLogging
 import Logging
 import Testing
 import TetherRealtime
+import TetherTestSupport
 
 @testable import Tether
 
 /// The embedder's logger: every message of the call reaches it with the call id, at the level the
 /// embedder set, and without key material.
-@Suite("Call logging", .serialized)
+@Suite("Call logging", .keepsLogPerTest, .serialized)
 struct CallLoggingTests {
     func logger(_ handler: InMemoryLogHandler, level: Logger.Level) -> Logger {
         var logger = Logger(label: "embedder") { _ in handler }

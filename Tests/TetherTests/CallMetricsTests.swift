@@ -1,12 +1,13 @@
 import Foundation
 import MetricsTestKit
 import Testing
+import TetherTestSupport
 
 @testable import Tether
 
 /// swift-metrics: a call's counters and gauges reach the factory the embedder gave, with its
 /// dimensions.
-@Suite("Call metrics", .serialized)
+@Suite("Call metrics", .keepsLogPerTest, .serialized)
 struct CallMetricsTests {
     @Test func aCallCountsItselfActiveThenEndedWithItsPacketsAndScore() async throws {
         let metrics = TestMetrics()

@@ -3,6 +3,7 @@ import Testing
 import Synchronization
 import TetherFaultLab
 import TetherRealtime
+import TetherTestSupport
 
 /// A `tether call` process (optionally inside a network namespace), or a third-party peer's
 /// driver that speaks the same JSON lines, on the fault lab's `JSONLineProcess`: these are the
@@ -28,7 +29,9 @@ final class CallProcess: Sendable {
         try self.init(name: name, namespace: nil, arguments: program, executable: true)
     }
 
-    /// - Parameter stderrPath: a file that receives the process's stderr (its log); none: discarded.
+    /// - Parameter stderrPath: a file that receives the process's stderr (its log); none: a file
+    ///   beside the test's log, shown when the test fails (`TestLog`), or discarded outside
+    ///   `scripts/run-tests.sh`.
     init(name: String, namespace: String? = nil, arguments: [String], executable: Bool = false, stderrPath: String? = nil) throws {
         self.name = name
         let (path, fullArguments): (String, [String])
@@ -39,7 +42,7 @@ final class CallProcess: Sendable {
         } else {
             (path, fullArguments) = (Self.tetherExecutable, ["call"] + arguments)
         }
-        lines = try JSONLineProcess(name: name, executable: path, arguments: fullArguments, errorPath: stderrPath)
+        lines = try JSONLineProcess(name: name, executable: path, arguments: fullArguments, errorPath: stderrPath ?? TestLog.childErrorPath(process: name))
     }
 
     /// Sends every line this process prints to `peer`'s standard input (the signaling relay).

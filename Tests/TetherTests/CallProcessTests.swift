@@ -2,9 +2,10 @@ import Foundation
 import Testing
 import TetherAudio
 import TetherRealtime
+import TetherTestSupport
 
 /// `tether call` as processes: signaling as JSON lines, carried by the test as a tiny relay.
-@Suite("tether call processes", .serialized)
+@Suite("tether call processes", .keepsLogPerTest, .serialized)
 struct CallProcessTests {
     /// Two `tether call` processes on 127.0.0.1, A offering, each line relayed to the other, both
     /// established.

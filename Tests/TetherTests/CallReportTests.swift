@@ -1,11 +1,12 @@
 import Foundation
 import Testing
+import TetherTestSupport
 
 @testable import Tether
 
 /// The call report's recorder, fed by hand (sans-IO): what it keeps of events and samples, and
 /// the document it makes.
-@Suite("Call report")
+@Suite("Call report", .keepsLogPerTest)
 struct CallReportTests {
     func statistics(seconds: Double) -> CallStatistics {
         var s = CallStatistics(

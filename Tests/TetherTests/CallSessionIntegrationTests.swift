@@ -1,11 +1,12 @@
 import Foundation
 import Testing
 import TetherRealtime
+import TetherTestSupport
 
 @testable import Tether
 
 /// Two real CallSessions over real libnice on 127.0.0.1, SRTP and Opus in between.
-@Suite("CallSession over libnice on loopback", .serialized)
+@Suite("CallSession over libnice on loopback", .keepsLogPerTest, .serialized)
 struct CallSessionIntegrationTests {
     static let level = -12.0
 
@@ -222,7 +223,7 @@ struct CallSessionIntegrationTests {
     }
 }
 
-@Suite("CallSession lifetime")
+@Suite("CallSession lifetime", .keepsLogPerTest)
 struct CallSessionLifetimeTests {
     @Test func sessionDroppedMidCallStopsItsMediaThreads() async throws {
         let b = try CallSession(
@@ -255,7 +256,7 @@ struct CallSessionLifetimeTests {
     }
 }
 
-@Suite("CallSession media direction")
+@Suite("CallSession media direction", .keepsLogPerTest)
 struct CallSessionDirectionTests {
     @Test func answererToASendOnlyOfferReceivesButSendsNoRTP() async throws {
         let a = try CallSession(configuration: CallConfiguration(localAddresses: ["127.0.0.1"], statisticsIntervalSeconds: 0))
@@ -285,7 +286,7 @@ struct CallSessionDirectionTests {
     }
 }
 
-@Suite("CallSession mute and devices")
+@Suite("CallSession mute and devices", .keepsLogPerTest)
 struct CallSessionMuteTests {
     @Test func muteReleasesTheCaptureDeviceAndThePeerSeesNoDisruption() async throws {
         let source = TestSignalSource(frequencyHertz: 440)

@@ -2,12 +2,15 @@ import Foundation
 import Testing
 import TetherAudio
 import TetherRealtime
+import TetherTestSupport
 
 /// `tether call` against a real headless Chromium (Debian's `chromium`, driven through the
 /// DevTools protocol by scripts/interop/chromium-peer.py): DTLS-SRTP both ways, a tone each way
 /// verified by its frequency at both ends, ICE restarts from either side that keep the DTLS
 /// association.
-@Suite("Chromium interop (DTLS-SRTP)", .serialized, .enabled(if: chromiumAvailable, "needs Debian's chromium (scripts/setup-debian.sh installs it) and python3"))
+@Suite(
+    "Chromium interop (DTLS-SRTP)", .keepsLogPerTest, .serialized,
+    .enabled(if: chromiumAvailable, "needs Debian's chromium (scripts/setup-debian.sh installs it) and python3"))
 struct ChromiumInteropTests {
     static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent().appendingPathComponent("scripts/interop/chromium-peer.py").path

@@ -1,11 +1,12 @@
 import Foundation
 import Testing
 import TetherCore
+import TetherTestSupport
 
 @testable import Tether
 
 /// Two real CallSessions over libnice on 127.0.0.1 keyed with DTLS-SRTP (OpenSSL both sides).
-@Suite("DTLS-SRTP calls over libnice on loopback", .serialized)
+@Suite("DTLS-SRTP calls over libnice on loopback", .keepsLogPerTest, .serialized)
 struct DTLSCallTests {
     func session(_ keying: CallConfiguration.Keying, frequency: Double = 440, recording: String? = nil) throws -> CallSession {
         var configuration = CallConfiguration(

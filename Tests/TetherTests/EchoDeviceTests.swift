@@ -3,6 +3,7 @@ import Testing
 import TetherAudio
 import TetherRealtime
 import TetherTestbed
+import TetherTestSupport
 
 @testable import Tether
 
@@ -10,7 +11,8 @@ import TetherTestbed
 /// `room_spk`, and an echo path in the private PulseAudio daemon brings it back into `room_mic`
 /// (module-loopback, delayed), with a near-end talker mixed in. What the peer hears is recorded.
 @Suite(
-    "Echo cancellation through real audio devices", .serialized, .enabled(if: testAudioAvailable, "needs scripts/with-test-audio.sh"),
+    "Echo cancellation through real audio devices", .keepsLogPerTest, .serialized,
+    .enabled(if: testAudioAvailable, "needs scripts/with-test-audio.sh"),
     .timeLimit(.minutes(3)))
 struct EchoDeviceTests {
     /// A: the near end, on the devices, with voice processing as devices get it by default.

@@ -1,11 +1,14 @@
 import Foundation
 import Testing
 import TetherAudio
+import TetherTestSupport
 
 /// `tether call` against GStreamer + libnice (Debian's packages, scripts/interop/gstreamer-peer.py):
 /// an SDES-SRTP peer built from stock elements, offering Opus on payload type 96. Both roles, a
 /// tone each way verified by its frequency.
-@Suite("GStreamer + libnice interop (SDES-SRTP)", .serialized, .enabled(if: gstreamerAvailable, "needs GStreamer, libnice's GStreamer elements and python3-gi (scripts/setup-debian.sh installs them)"))
+@Suite(
+    "GStreamer + libnice interop (SDES-SRTP)", .keepsLogPerTest, .serialized,
+    .enabled(if: gstreamerAvailable, "needs GStreamer, libnice's GStreamer elements and python3-gi (scripts/setup-debian.sh installs them)"))
 struct GStreamerInteropTests {
     static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent().appendingPathComponent("scripts/interop/gstreamer-peer.py").path

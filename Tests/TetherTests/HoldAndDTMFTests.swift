@@ -3,13 +3,14 @@ import Testing
 import TetherFaults
 import TetherRealtime
 import TetherTestbed
+import TetherTestSupport
 
 @testable import Tether
 
 /// Hold/resume (RFC 3264 §8.4) and DTMF (RFC 4733) between two real sessions over libnice on
 /// loopback, signaled by `InProcessSignaling` (re-offers and answers delivered as a softphone's
 /// signaling would), through the impairment relay where the path is lossy or cut.
-@Suite("Hold and DTMF between two sessions", .serialized)
+@Suite("Hold and DTMF between two sessions", .keepsLogPerTest, .serialized)
 struct HoldAndDTMFTests {
     struct Call {
         let a: CallSession

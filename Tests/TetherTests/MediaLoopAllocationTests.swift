@@ -7,6 +7,7 @@ import TetherCodec
 import TetherICE
 import TetherRTP
 import TetherRealtime
+import TetherTestSupport
 
 @testable import Tether
 
@@ -74,7 +75,7 @@ private struct ConnectedTransports {
     }
 }
 
-@Suite("Media hot path allocations", .serialized)
+@Suite("Media hot path allocations", .keepsLogPerTest, .serialized)
 struct MediaLoopAllocationTests {
     private func loop(
         transport: ICETransport, ring: PacketRing, worker: MediaWorker = MediaWorker(driven: true, clock: manualClock),

@@ -1,9 +1,10 @@
 import Glibc
 import Testing
+import TetherTestSupport
 
 @testable import TetherTestbed
 
-@Suite("Mouth-to-ear probe: onset detection")
+@Suite("Mouth-to-ear probe: onset detection", .keepsLogPerTest)
 struct MouthToEarProbeTests {
     /// 1 kHz bursts of 100 ms every second, starting at known samples, with low noise between.
     func recording(burstStarts: [Int], amplitude: Double, startSeconds: Double) -> TimedRecorder.Recording {

@@ -1,10 +1,11 @@
 import Testing
 import TetherICE
 import TetherNetworkMonitor
+import TetherTestSupport
 
 @testable import Tether
 
-@Suite("What a local network change means for the media path")
+@Suite("What a local network change means for the media path", .keepsLogPerTest)
 struct NetworkPathJudgeTests {
     let wifi = InterfaceAddress(interfaceIndex: 2, interfaceName: "wlan0", address: .v4(10, 77, 0, 1), prefixLength: 24)
     let ethernet = InterfaceAddress(interfaceIndex: 3, interfaceName: "eth0", address: .v4(10, 78, 0, 1), prefixLength: 24)

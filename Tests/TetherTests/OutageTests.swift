@@ -4,6 +4,7 @@ import Testing
 import TetherFaults
 import TetherRealtime
 import TetherTestbed
+import TetherTestSupport
 
 @testable import Tether
 
@@ -93,7 +94,7 @@ func seconds(_ from: UInt64, _ to: UInt64) -> Double { (Double(to) - Double(from
 
 /// Real outages through the relay over real libnice: disruption, renewal by ICE restart through
 /// signaling, restoration, and the give-up.
-@Suite("Outages over libnice through the impairment relay", .serialized)
+@Suite("Outages over libnice through the impairment relay", .keepsLogPerTest, .serialized)
 struct OutageTests {
     @Test func callThroughTheRelayEstablishes() async throws {
         let call = try RelayedCall()
@@ -480,7 +481,7 @@ struct OutageTests {
 }
 
 /// The 50-second give-up, for real (a slow test: about 52 s).
-@Suite("Give-up over libnice through the impairment relay")
+@Suite("Give-up over libnice through the impairment relay", .keepsLogPerTest)
 struct GiveUpTests {
     @Test func outageLongerThanFiftySecondsEndsTheCallAtFiftySecondsWithARetryableError() async throws {
         let call = try RelayedCall()
