@@ -9,8 +9,9 @@
 #
 #   scripts/run-tests.sh MINUTES COMMAND [ARGS...]
 #
-# The logs are removed after a passing run; after a failing one they stay in the folder the
-# summary names (under ${TMPDIR:-/tmp}), all of them, whole.
+# The logs are removed after a passing run (kept, and their folder named, with
+# TETHER_KEEP_TEST_LOGS=1); after a failing one they stay in the folder the summary names (under
+# ${TMPDIR:-/tmp}), all of them, whole.
 set -uo pipefail
 minutes=$1
 shift
@@ -23,7 +24,7 @@ trap 'rm -f "$log" "$log".*' EXIT
 timeout --kill-after=30 "$((minutes * 60))" stdbuf -oL -eL "$@" 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 if [ "$status" -eq 0 ]; then
-    rm -rf "$logs"
+    if [ -n "${TETHER_KEEP_TEST_LOGS:-}" ]; then echo "test logs: $logs"; else rm -rf "$logs"; fi
     exit 0
 fi
 

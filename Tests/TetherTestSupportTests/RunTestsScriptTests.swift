@@ -23,6 +23,7 @@ struct RunTestsScriptTests {
         environment["SOURCE"] = logs.path
         environment["OUTPUT"] = output
         environment["STATUS"] = "\(status)"
+        environment["TETHER_KEEP_TEST_LOGS"] = nil
         process.environment = environment
         let pipe = Pipe()
         process.standardOutput = pipe
