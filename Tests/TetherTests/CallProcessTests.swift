@@ -141,14 +141,16 @@ struct CallProcessTests {
     @Test(arguments: [
         // A real Chromium offer (DTLS-SRTP) whose a=fingerprint was lost on the way: nothing to
         // key SRTP with.
-        (((try? String(contentsOfFile: fixturePath("interop/chromium/offer.sdp"), encoding: .utf8)) ?? "missing fixture")
-            .components(separatedBy: "\r\n").filter { !$0.hasPrefix("a=fingerprint") }.joined(separator: "\r\n"),
+        (UnusableOffer(
+            name: "Chromium's offer without a=fingerprint",
+            sdp: ((try? String(contentsOfFile: fixturePath("interop/chromium/offer.sdp"), encoding: .utf8)) ?? "missing fixture")
+                .components(separatedBy: "\r\n").filter { !$0.hasPrefix("a=fingerprint") }.joined(separator: "\r\n")),
          3002),
-        ("v=0\r\no=- 1 1 IN IP4 0.0.0.0\r\nthis is not SDP\r\n", 3001),
+        (UnusableOffer(name: "not SDP", sdp: "v=0\r\no=- 1 1 IN IP4 0.0.0.0\r\nthis is not SDP\r\n"), 3001),
     ])
-    func anOfferThatCannotBeNegotiatedIsReportedOnStdoutWithItsCode(offer: String, code: Int) async throws {
+    func anOfferThatCannotBeNegotiatedIsReportedOnStdoutWithItsCode(offer: UnusableOffer, code: Int) async throws {
         let b = try CallProcess(name: "B", arguments: ["--role", "answer", "--local-address", "127.0.0.1", "--statistics-interval", "0"])
-        let line = try JSONSerialization.data(withJSONObject: ["type": "offer", "sdp": offer])
+        let line = try JSONSerialization.data(withJSONObject: ["type": "offer", "sdp": offer.sdp])
         b.send(String(decoding: line, as: UTF8.self))
         #expect(await b.waitForExit(timeoutSeconds: 20) == 2)
         let error = b.objects.first { $0.object["type"] as? String == "error" }?.object
@@ -160,6 +162,13 @@ struct CallProcessTests {
         #expect(ended?["cause"] as? String == "error")
         #expect(ended?["causeCode"] as? Int == 5)
         #expect(ended?["errorCode"] as? Int == code)
+    }
+
+    /// An offer and what to call it on the test's case line (not the description's many lines).
+    struct UnusableOffer: CustomTestStringConvertible, Sendable {
+        let name: String
+        let sdp: String
+        var testDescription: String { name }
     }
 
     /// Two namespaces joined by a veth pair; A's address changes mid-call (a network switch).
