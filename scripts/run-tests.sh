@@ -28,22 +28,26 @@ if [ "$status" -eq 0 ]; then
     exit 0
 fi
 
+# "N lines" of file $1 (less $2 header lines), and ", the last 200" when only those are shown.
+size() {
+    local lines=$(($(wc -l < "$1") - ${2:-0}))
+    echo "$lines lines$([ "$lines" -gt "$log_lines" ] && echo ", the last $log_lines")"
+}
+
 # Prints the log of every test named $1 (as swift-testing prints it: `name()` or `"display name"`).
 show_log() {
-    local found=0 file lines
+    local found=0 file child process
     if [ -f "$logs/index.tsv" ]; then
         while IFS= read -r file; do
             found=1
-            lines=$(($(wc -l < "$logs/$file") - 1))
             echo
-            echo "---- log of $1: $lines lines$([ "$lines" -gt "$log_lines" ] && echo ", the last $log_lines") ($logs/$file)"
+            echo "---- log of $1: $(size "$logs/$file" 1) ($logs/$file)"
             head -n 1 "$logs/$file"
             tail -n +2 "$logs/$file" | tail -n "$log_lines"
             for child in "$logs/${file%.log}".*.stderr; do
                 [ -e "$child" ] || continue
-                lines=$(wc -l < "$child")
                 process=${child#"$logs/${file%.log}".}
-                echo "---- stderr of its process ${process%.stderr}: $lines lines$([ "$lines" -gt "$log_lines" ] && echo ", the last $log_lines")"
+                echo "---- stderr of its process ${process%.stderr}: $(size "$child")"
                 tail -n "$log_lines" "$child"
             done
         done < <(NAME="$1" awk -F'\t' '$2 == ENVIRON["NAME"] { print $1 }' "$logs/index.tsv" | sort -u)
@@ -57,8 +61,9 @@ show_log() {
 echo
 echo "==== tests failed (exit $status): $* ===="
 # Test names from swift-testing's lines (not the run's own, nor a parameterized test's cases).
+# Its symbols are spelled out: in the C locale `.` is one byte of them.
 names() {
-    sed -nE -e '/^. Test (run|case) /d' -e "$1" "$log" | sed -E 's/ with [0-9]+ test cases?$//'
+    sed -nE -e '/^(◇|✔|✘) Test (run|case) /d' -e "$1" "$log" | sed -E 's/ with [0-9]+ test cases?$//'
 }
 names 's/^◇ Test (.*) started\.$/\1/p' | sort -u > "$log.started"
 names 's/^✔ Test (.*) passed after [0-9.]+ seconds.*/\1/p; s/^✘ Test (.*) failed after [0-9.]+ seconds.*/\1/p' \
@@ -81,9 +86,8 @@ if [ -s "$log.failed" ]; then
     while IFS= read -r name; do show_log "$name"; done < "$log.failed"
 fi
 if [ -s "$logs/unattributed.log" ]; then
-    lines=$(wc -l < "$logs/unattributed.log")
     echo
-    echo "---- messages logged outside every test: $lines lines$([ "$lines" -gt "$log_lines" ] && echo ", the last $log_lines") ($logs/unattributed.log)"
+    echo "---- messages logged outside every test: $(size "$logs/unattributed.log") ($logs/unattributed.log)"
     tail -n "$log_lines" "$logs/unattributed.log"
 fi
 echo

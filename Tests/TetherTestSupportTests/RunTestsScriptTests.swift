@@ -12,18 +12,20 @@ struct RunTestsScriptTests {
 
     /// Runs the script with a command that prints `output`, copies `logs` into the script's
     /// folder and exits with `status`; returns what the script printed and its status.
-    func run(output: String, logs: TestLogDirectory, status: Int32) throws -> (text: String, status: Int32) {
+    func run(output: String, logs: TestLogDirectory, status: Int32, locale: String = "C.UTF-8") throws -> (text: String, status: Int32) {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/bin/bash")
         process.arguments = [
             Self.script, "1", "bash", "-c",
-            #"cp -R "$SOURCE"/. "$TETHER_TEST_LOG_DIR"/ && printf '%s' "$TETHER_TEST_LOG_DIR" > "$SOURCE/folder"; printf '%s' "$OUTPUT"; exit "$STATUS""#,
+            #"cp -R "$SOURCE"/. "$TETHER_TEST_LOG_DIR"/ && printf '%s' "$TETHER_TEST_LOG_DIR" > "$SOURCE/folder""#
+                + #"; printf '%s' "$OUTPUT"; exit "$STATUS""#,
         ]
         var environment = ProcessInfo.processInfo.environment
         environment["SOURCE"] = logs.path
         environment["OUTPUT"] = output
         environment["STATUS"] = "\(status)"
         environment["TETHER_KEEP_TEST_LOGS"] = nil
+        environment["LC_ALL"] = locale
         process.environment = environment
         let pipe = Pipe()
         process.standardOutput = pipe
@@ -66,7 +68,9 @@ struct RunTestsScriptTests {
 
         """
 
-    @Test func aFailedRunEndsWithTheFailedTestsLogAndNotThePassingOnes() throws {
+    /// In a UTF-8 locale and in the C locale (where a symbol of swift-testing's is three characters).
+    @Test(arguments: ["C.UTF-8", "C"])
+    func aFailedRunEndsWithTheFailedTestsLogAndNotThePassingOnes(locale: String) throws {
         let logs = logs()
         defer { try? FileManager.default.removeItem(atPath: logs.path) }
         let output =
@@ -87,7 +91,7 @@ struct RunTestsScriptTests {
                 ✘ Test run with 5 tests in 1 suite failed after 0.005 seconds with 3 issues.
 
                 """
-        let (text, status) = try run(output: output, logs: logs, status: 1)
+        let (text, status) = try run(output: output, logs: logs, status: 1, locale: locale)
         defer { removeKeptLogs(text) }
         #expect(status == 1)
         let summary = try #require(text.range(of: "==== tests failed (exit 1)")).upperBound
@@ -108,10 +112,11 @@ struct RunTestsScriptTests {
     }
 
     /// A test process that dies in a test: that test's log is shown though it never got a `✘` line.
-    @Test func aTestTheProcessDiedInShowsItsLog() throws {
+    @Test(arguments: ["C.UTF-8", "C"])
+    func aTestTheProcessDiedInShowsItsLog(locale: String) throws {
         let logs = logs()
         defer { try? FileManager.default.removeItem(atPath: logs.path) }
-        let (text, status) = try run(output: Self.passingRun + "◇ Test fails() started.\n", logs: logs, status: 134)
+        let (text, status) = try run(output: Self.passingRun + "◇ Test fails() started.\n", logs: logs, status: 134, locale: locale)
         defer { removeKeptLogs(text) }
         #expect(status == 134)
         #expect(text.contains("Tests started and not finished (the test process ended in them):\n  fails()\n"), "\(text)")

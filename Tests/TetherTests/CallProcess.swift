@@ -42,7 +42,8 @@ final class CallProcess: Sendable {
         } else {
             (path, fullArguments) = (Self.tetherExecutable, ["call"] + arguments)
         }
-        lines = try JSONLineProcess(name: name, executable: path, arguments: fullArguments, errorPath: stderrPath ?? TestLog.childErrorPath(process: name))
+        lines = try JSONLineProcess(
+            name: name, executable: path, arguments: fullArguments, errorPath: stderrPath ?? TestLog.childErrorPath(process: name))
     }
 
     /// Sends every line this process prints to `peer`'s standard input (the signaling relay).
