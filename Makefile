@@ -56,7 +56,7 @@ test-unit:
 	$(SWIFT) build --build-tests
 	@scripts/phase-clock.sh end test-unit.build
 	@scripts/phase-clock.sh begin test-unit.run
-	scripts/run-tests.sh 25 scripts/with-test-audio.sh $(SWIFT) test --skip-build --no-parallel
+	scripts/run-tests.sh 25 scripts/with-test-audio.sh $(SWIFT) test --skip-build --disable-xctest --no-parallel
 	@scripts/phase-clock.sh end test-unit.run
 
 # The device suites on PipeWire (pipewire, WirePlumber, pipewire-pulse under their own session
@@ -65,7 +65,7 @@ test-pipewire:
 	$(SWIFT) build --build-tests
 	@scripts/phase-clock.sh begin test-pipewire
 	TETHER_TEST_AUDIO_SERVER=pipewire scripts/run-tests.sh 15 scripts/with-test-audio.sh $(SWIFT) test --skip-build \
-		--no-parallel --filter '$(DEVICE_TESTS)'
+		--disable-xctest --no-parallel --filter '$(DEVICE_TESTS)'
 	@scripts/phase-clock.sh end test-pipewire
 
 test-tsan:
@@ -73,7 +73,7 @@ test-tsan:
 	$(SWIFT) build --build-tests --scratch-path $(TSAN_SCRATCH) --sanitize=thread
 	@scripts/phase-clock.sh end test-tsan.build
 	@scripts/phase-clock.sh begin test-tsan.run
-	scripts/run-tests.sh 15 scripts/with-test-audio.sh $(SWIFT) test --skip-build --scratch-path $(TSAN_SCRATCH) --sanitize=thread --no-parallel --filter 'TetherRealtimeTests|TetherICETests|TetherAudioTests|TetherFaultsTests|TetherNetworkMonitorTests'
+	scripts/run-tests.sh 15 scripts/with-test-audio.sh $(SWIFT) test --skip-build --disable-xctest --scratch-path $(TSAN_SCRATCH) --sanitize=thread --no-parallel --filter 'TetherRealtimeTests|TetherICETests|TetherAudioTests|TetherFaultsTests|TetherNetworkMonitorTests'
 	@scripts/phase-clock.sh end test-tsan.run
 
 # AddressSanitizer with leak detection over the demo (a clean call, and one with an outage and an
