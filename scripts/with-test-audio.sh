@@ -63,7 +63,7 @@ if [[ "$SERVER" == pipewire && -z "${TETHER_TEST_AUDIO_BUS:-}" ]]; then
 fi
 
 DIR=$(mktemp -d /tmp/tether-audio.XXXXXX)
-mkdir -p "$DIR/runtime" "$DIR/state" "$DIR/home" "$DIR/config/pipewire/pipewire.conf.d"
+mkdir -p "$DIR/runtime" "$DIR/state" "$DIR/home" "$DIR/config/pipewire/pipewire.conf.d" "$DIR/config/wireplumber/bluetooth.lua.d"
 SINKS=(spk spk2 mic room_spk room_mic)
 declare -A DESCRIPTION=([spk]=Speaker [spk2]=Headset [mic]=MicrophoneFeed [room_spk]=RoomSpeaker [room_mic]=RoomMicrophoneFeed)
 
@@ -100,6 +100,10 @@ NODE
     done
     echo "]"
 } >"$DIR/config/pipewire/pipewire.conf.d/tether-test-devices.conf"
+
+# WirePlumber's Bluetooth monitor watches logind's seats, and WirePlumber exits when
+# /run/systemd/seats is missing (a container whose /run is an empty tmpfs): not needed here.
+echo 'bluez_monitor.properties["with-logind"] = false' >"$DIR/config/wireplumber/bluetooth.lua.d/51-tether-test.lua"
 
 cat >"$DIR/client.conf" <<CONF
 autospawn = no
