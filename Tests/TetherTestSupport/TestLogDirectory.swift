@@ -1,3 +1,4 @@
+import Foundation
 import Glibc
 import Synchronization
 import Testing
@@ -135,23 +136,7 @@ public final class TestLogDirectory: Sendable {
 
     /// The text of `owner`'s log (nil: the unattributed one), or nil when it has none.
     public func contents(of owner: Owner?) -> String? {
-        let file = path + "/" + (owner?.fileName ?? Self.unattributedFileName)
-        let fd = Glibc.open(file, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 4096)
-        while true {
-            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if n > 0 {
-                bytes += chunk[0..<n]
-            } else if n < 0 && errno == EINTR {
-                continue
-            } else {
-                break
-            }
-        }
-        return String(decoding: bytes, as: UTF8.self)
+        try? String(contentsOfFile: path + "/" + (owner?.fileName ?? Self.unattributedFileName), encoding: .utf8)
     }
 
     private static func write(_ text: String, to fd: Int32) {
