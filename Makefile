@@ -4,7 +4,7 @@ TSAN_SCRATCH ?= .build-tsan
 ASAN_SCRATCH ?= .build-asan
 # Seconds each fuzz target runs: `make fuzz` (a few minutes each), and in `make test` (CI).
 FUZZ_SECONDS ?= 180
-TEST_FUZZ_SECONDS ?= 45
+TEST_FUZZ_SECONDS ?= 30
 
 # The suites that open real devices: run again on PipeWire by `test-pipewire`.
 DEVICE_TESTS ?= PulseAudio|ALSA|DeviceCallTests|EchoDeviceTests
@@ -84,6 +84,8 @@ test-tsan:
 # changes mid-call is left to the unit phase: it judges how fast WebRTC's AEC2 reconverges, which
 # an ASan build (two to three times slower) does not show faithfully (15 dB after 12 s in one run,
 # 34–44 dB in the first 2 s window in others); the same call with one path runs under ASan.
+# The baresip interop suite is left to the unit phase too: 90 s of a SIP peer's own timers, on the
+# SDES-SRTP path that the GStreamer peer's suite (which runs here) takes through Tether as well.
 # The build leaves out gold's warning for each AddressSanitizer symbol it cannot export (about
 # 1,300 lines, harmless), keeping the build's status.
 test-asan:
@@ -98,7 +100,7 @@ test-asan:
 	ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$(CURDIR)/scripts/lsan-test-harness.supp \
 		scripts/run-tests.sh 20 scripts/with-test-audio.sh $(SWIFT) test --skip-build --disable-xctest \
 		--scratch-path $(ASAN_SCRATCH) --sanitize=address --no-parallel --filter 'TetherTests|TetherICETests' \
-		--skip AfterTheEchoPathChanges
+		--skip 'AfterTheEchoPathChanges|BaresipInteropTests'
 	@scripts/phase-clock.sh end test-asan.run
 
 # Coverage-guided fuzzing (libFuzzer + AddressSanitizer) of SDP and offer/answer, RTP/RTCP and the
