@@ -84,6 +84,9 @@ test-tsan:
 # changes mid-call is left to the unit phase: it judges how fast WebRTC's AEC2 reconverges, which
 # an ASan build (two to three times slower) does not show faithfully (15 dB after 12 s in one run,
 # 34–44 dB in the first 2 s window in others); the same call with one path runs under ASan.
+# So is the heavy-loss RED test: it expects random loss on an uncongested path, and an ASan build on
+# a loaded machine delays the relay's forwarding enough that the rate control takes the path for a
+# queue and the loss for congestion's, and rightly turns RED off (a loaded CI run, 1efe559).
 # The baresip interop suite is left to the unit phase too: 90 s of a SIP peer's own timers, on the
 # SDES-SRTP path that the GStreamer peer's suite (which runs here) takes through Tether as well.
 # The build leaves out gold's warning for each AddressSanitizer symbol it cannot export (about
@@ -100,7 +103,7 @@ test-asan:
 	ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$(CURDIR)/scripts/lsan-test-harness.supp \
 		scripts/run-tests.sh 20 scripts/with-test-audio.sh $(SWIFT) test --skip-build --disable-xctest \
 		--scratch-path $(ASAN_SCRATCH) --sanitize=address --no-parallel --filter 'TetherTests|TetherICETests' \
-		--skip 'AfterTheEchoPathChanges|BaresipInteropTests'
+		--skip 'AfterTheEchoPathChanges|BaresipInteropTests|heavyLossSendsTheTwoFramesBeforeInEachPacket'
 	@scripts/phase-clock.sh end test-asan.run
 
 # Coverage-guided fuzzing (libFuzzer + AddressSanitizer) of SDP and offer/answer, RTP/RTCP and the
