@@ -53,15 +53,6 @@ private func shellOutput(_ command: String) -> String {
     return String(decoding: output, as: UTF8.self)
 }
 
-/// Acts on the test sound server through `scripts/with-test-audio.sh`'s control script
-/// (`TETHER_TEST_AUDIO_CONTROL`), e.g. `kill-source-output 12`; true when it succeeded.
-private func controlSoundServer(_ arguments: String) -> Bool {
-    guard let control = getenv("TETHER_TEST_AUDIO_CONTROL").map({ String(cString: $0) }) else { return false }
-    guard let pipe = popen("'\(control)' \(arguments) </dev/null", "r") else { return false }
-    var buffer = [UInt8](repeating: 0, count: 4_096)
-    while fread(&buffer, 1, buffer.count, pipe) > 0 {}
-    return pclose(pipe) == 0
-}
 
 /// Indexes of the PulseAudio source outputs (capture streams) opened by this process.
 private func ownSourceOutputIndexes() -> [Int] {
@@ -211,7 +202,9 @@ struct ALSADeviceTests {
 
         let indexes = ownSourceOutputIndexes()
         try #require(indexes.count == 1, "own source outputs: \(indexes)")
-        try #require(controlSoundServer("kill-source-output \(indexes[0])"))
+        // The server ends the stream, through scripts/with-test-audio.sh's control script.
+        let control = try #require(PulseTestEnvironment.control)
+        try #require(PulseControl.run("'\(control)' kill-source-output \(indexes[0])").status == 0)
 
         let limit = deadline(afterSeconds: 20)
         while events.withLock({ $0.count }) < 2 && eventWakeup.wait(untilMonotonicNanoseconds: limit) {}

@@ -211,10 +211,12 @@ struct PulseAudioDeviceTests {
         .enabled(if: PulseTestEnvironment.server == "pipewire", "needs the PipeWire test server"))
     func pipeWireWithoutSessionManager() throws {
         let control = try #require(PulseTestEnvironment.control)
+        let restart = "'\(control)' kill && '\(control)' start"
         try #require(PulseControl.run("'\(control)' stop-session-manager").status == 0)
         // Whatever happens below, the server is restarted whole, with its session manager, for
-        // the tests that follow.
-        defer { _ = PulseControl.run("'\(control)' kill && '\(control)' start") }
+        // the tests that follow (once: the test restarts it itself when it gets that far).
+        var restarted = false
+        defer { if !restarted { _ = PulseControl.run(restart) } }
 
         let capture = PulseAudioCapture(deviceName: "spk2.monitor")
         do {
@@ -230,7 +232,8 @@ struct PulseAudioDeviceTests {
             #expect(reason.contains("session manager"), "\(reason)")
         }
 
-        try #require(PulseControl.run("'\(control)' kill && '\(control)' start").status == 0)
+        restarted = true
+        try #require(PulseControl.run(restart).status == 0)
         let endpoint = AudioEndpoint(ringCapacityFrames: 64)
         let again = PulseAudioCapture(deviceName: "spk2.monitor")
         try again.start(endpoint)
