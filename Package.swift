@@ -71,8 +71,11 @@ let package = Package(
         .target(name: "TetherRTP", dependencies: ["CSRTP", "CTetherSystem"]),
         // DTLS-SRTP keying (OpenSSL): the process certificate and handshakes driven by datagrams.
         .target(name: "TetherDTLS", dependencies: ["COpenSSL", "TetherCore", "TetherRTP", "CTetherSystem"]),
+        // TURN over TLS: libnice's TCP connections to a loopback listener, carried to the TURN
+        // server over TLS (libnice speaks TLS to TURN servers only in its Google/Microsoft modes).
+        .target(name: "CTetherTLSTunnel", dependencies: ["COpenSSL"]),
         // ICE transport over libnice with its own GLib main-context thread.
-        .target(name: "TetherICE", dependencies: ["CNice", "TetherRealtime"]),
+        .target(name: "TetherICE", dependencies: ["CNice", "TetherRealtime", "CTetherTLSTunnel"]),
         // Audio sources and sinks: test signal, WAV files, (devices later).
         .target(name: "TetherAudio", dependencies: ["TetherRealtime", "CALSA", "CPulse", "CTetherVoice", "CSpeexDSP"]),
         // The sans-IO core: SDP, jitter buffer, decisions. No clocks, no sockets.
@@ -139,7 +142,7 @@ let package = Package(
         .testTarget(name: "TetherRealtimeTests", dependencies: ["TetherRealtime"]),
         .testTarget(name: "TetherCodecTests", dependencies: ["TetherCodec"]),
         .testTarget(name: "TetherRTPTests", dependencies: ["TetherRTP", "CAllocationCounter"]),
-        .testTarget(name: "TetherICETests", dependencies: ["TetherICE"]),
+        .testTarget(name: "TetherICETests", dependencies: ["TetherICE", "TetherFaultLab"]),
         .testTarget(name: "TetherDTLSTests", dependencies: ["TetherDTLS", "TetherCore", "TetherRTP"]),
         .testTarget(name: "TetherAudioTests", dependencies: ["TetherAudio", "CAllocationCounter"]),
         .testTarget(name: "TetherCoreTests", dependencies: ["TetherCore"]),

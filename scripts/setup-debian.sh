@@ -30,6 +30,7 @@ DEVICES=(
 # The interop and fault tests: real peers and real network faults.
 LAB=(
     iproute2 nftables conntrack coturn                                  # fault matrix: namespaces, drops, NAT, TURN
+    openssl                                                             # the lab TURN server's TLS certificate
     chromium                                                            # a real WebRTC peer for the DTLS-SRTP interop tests
     baresip-core                                                        # a real SIP softphone (SDES-SRTP) for the interop tests
     python3-gi gir1.2-gstreamer-1.0 gir1.2-nice-0.1 gstreamer1.0-nice       # GStreamer + libnice peer (SDES-SRTP) for the interop tests

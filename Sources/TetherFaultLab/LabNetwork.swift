@@ -190,6 +190,15 @@ final class LabNetwork: @unchecked Sendable {
         try nft(ns, table: table, chains)
     }
 
+    /// Lets `ns` reach `server` only on TCP port 443 (HTTPS), as a corporate firewall does;
+    /// with `noUDP`, no UDP leaves `ns` at all. Loopback is not filtered.
+    func onlyHTTPS(_ ns: String, to server: String, noUDP: Bool, table: String = "https") throws(FaultLabError) {
+        let udp = noUDP ? "meta l4proto udp drop; " : ""
+        try nft(
+            ns, table: table,
+            "chain out { type filter hook output priority 0; policy accept; oifname \"lo\" accept; \(udp)ip daddr \(server) tcp dport 443 accept; ip daddr \(server) drop; }")
+    }
+
     /// Forgets every connection-tracking entry in `ns` (NAT mappings are made anew).
     func flushConntrack(_ ns: String) throws(FaultLabError) { try Shell.must(in: ns, "conntrack -F") }
 

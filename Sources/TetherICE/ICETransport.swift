@@ -181,6 +181,15 @@ public final class ICETransport: @unchecked Sendable {
         agent = a
         // UPnP is on in Debian's build and multicasts SSDP; ICE-TCP is not used by Tether.
         CNice_set_bool(a, "upnp", 0)
+        if let turn = configuration.turnServer, turn.transport == .tls {
+            let tunnel = try TURNTLSTunnel(server: turn)
+            turnTLSTunnel = tunnel
+            relay = ICEServer(
+                address: tunnel.listenAddress, port: tunnel.listenPort, username: turn.username, password: turn.password, transport: .tcp)
+        } else {
+            turnTLSTunnel = nil
+            relay = configuration.turnServer
+        }
         CNice_set_bool(a, "ice-tcp", 0)
         CNice_set_bool(a, "ice-udp", 1)
         CNice_set_bool(a, "controlling-mode", configuration.controlling ? 1 : 0)
@@ -205,8 +214,8 @@ public final class ICETransport: @unchecked Sendable {
         }
         let stream = failure == nil ? nice_agent_add_stream(a, 1) : 0
         if failure == nil && stream == 0 { failure = .agentCreationFailed("nice_agent_add_stream failed") }
-        if failure == nil, let turn = configuration.turnServer, !Self.setRelay(turn, agent: a, stream: stream) {
-            failure = .invalidServer(turn.address)
+        if failure == nil, let turn = relay, !Self.setRelay(turn, agent: a, stream: stream) {
+            failure = .invalidServer(configuration.turnServer?.address ?? turn.address)
         }
         let fd = eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC))
         if failure == nil && fd < 0 { failure = .agentCreationFailed("eventfd failed: errno \(errno)") }
@@ -314,9 +323,10 @@ public final class ICETransport: @unchecked Sendable {
         }
     }
 
-    /// Gives `stream` the TURN server (over UDP or TCP). Returns false when libnice refuses it.
+    /// Gives `stream` the TURN server (over UDP or TCP; TURN over TLS arrives here as TCP to the
+    /// tunnel). Returns false when libnice refuses it.
     private static func setRelay(_ turn: ICEServer, agent: OpaquePointer, stream: guint) -> Bool {
-        let type = turn.transport == .tcp ? NICE_RELAY_TYPE_TURN_TCP : NICE_RELAY_TYPE_TURN_UDP
+        let type = turn.transport == .udp ? NICE_RELAY_TYPE_TURN_UDP : NICE_RELAY_TYPE_TURN_TCP
         return nice_agent_set_relay_info(agent, stream, 1, turn.address, guint(turn.port), turn.username, turn.password, type) != 0
     }
 
@@ -356,7 +366,7 @@ public final class ICETransport: @unchecked Sendable {
             let new = nice_agent_add_stream(t.agent, 1)
             guard new != 0 else { return }
             t.lastRegather = (token, new)
-            if let turn = t.configuration.turnServer { _ = Self.setRelay(turn, agent: t.agent, stream: new) }
+            if let turn = t.relay { _ = Self.setRelay(turn, agent: t.agent, stream: new) }
             nice_agent_attach_recv(t.agent, new, 1, t.context, iceReceive, UnsafeMutableRawPointer(t.hot))
             let previous = t.signalingStream
             t.signalingStream = new
@@ -942,6 +952,7 @@ private func typeName(_ type: NiceCandidateType) -> String {
     case NICE_CANDIDATE_TYPE_SERVER_REFLEXIVE: "srflx"
     case NICE_CANDIDATE_TYPE_PEER_REFLEXIVE: "prflx"
     case NICE_CANDIDATE_TYPE_RELAYED: "relay"
+    if state == NICE_COMPONENT_STATE_FAILED.rawValue { me.componentFailed(stream: stream) }
     default: "unknown"
     }
 }

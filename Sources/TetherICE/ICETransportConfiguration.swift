@@ -7,6 +7,11 @@ public struct ICEServer: Sendable, Equatable {
         /// TURN over TCP to the server (RFC 8656 §3.1; the relayed side stays UDP): for networks that block
         /// UDP, where only a TCP connection to the server gets out.
         case tcp
+        /// TURN over TLS on TCP (`turns:`, RFC 8656 §3.1; the relayed side stays UDP), usually on
+        /// port 443: for networks where only HTTPS gets out. The server's certificate is verified
+        /// against ``ICEServer/trustedCertificatesPath`` (or the system's store) and
+        /// ``ICEServer/serverName`` (or, without one, the address).
+        case tls
     }
 
     /// IPv4 or IPv6 literal.
@@ -19,13 +24,25 @@ public struct ICEServer: Sendable, Equatable {
     public var password: String
     /// How a TURN server is reached (ignored for STUN, which is UDP).
     public var transport: Transport
+    /// For TURN over TLS: the name the server's certificate must carry, also sent as SNI (the
+    /// name of the `turns:` URL that ``address`` was resolved from). Nil: the certificate must
+    /// carry ``address`` as an IP address.
+    public var serverName: String?
+    /// For TURN over TLS: a PEM file of the certificates to trust. Nil: the system's store
+    /// (`/etc/ssl/certs`).
+    public var trustedCertificatesPath: String?
 
-    public init(address: String, port: UInt16 = 3478, username: String = "", password: String = "", transport: Transport = .udp) {
+    public init(
+        address: String, port: UInt16 = 3478, username: String = "", password: String = "", transport: Transport = .udp,
+        serverName: String? = nil, trustedCertificatesPath: String? = nil
+    ) {
         self.address = address
         self.port = port
         self.username = username
         self.password = password
         self.transport = transport
+        self.serverName = serverName
+        self.trustedCertificatesPath = trustedCertificatesPath
     }
 }
 
@@ -38,7 +55,7 @@ public struct ICETransportConfiguration: Sendable, Equatable {
     public var localAddresses: [String]
     /// STUN server for server-reflexive candidates.
     public var stunServer: ICEServer?
-    /// TURN server for relayed candidates (over UDP or TCP).
+    /// TURN server for relayed candidates (over UDP, TCP or TLS).
     public var turnServer: ICEServer?
 
     public init(controlling: Bool, localAddresses: [String] = [], stunServer: ICEServer? = nil, turnServer: ICEServer? = nil) {

@@ -10,6 +10,9 @@ public enum ICETransportError: Error, Equatable, Sendable, CustomStringConvertib
     case remoteRejected(String)
     /// A STUN/TURN server address is not an IP literal.
     case invalidServer(String)
+    /// TURN over TLS cannot start: the trusted certificates cannot be loaded, or the loopback
+    /// listener libnice connects to cannot be opened.
+    case turnTLSUnavailable(String)
     /// The transport is closed.
     case closed
 
@@ -20,6 +23,7 @@ public enum ICETransportError: Error, Equatable, Sendable, CustomStringConvertib
         case .invalidRemoteCandidate(let s): "invalid remote candidate '\(s)'"
         case .remoteRejected(let s): "libnice refused the remote description: \(s)"
         case .invalidServer(let s): "invalid STUN/TURN server address '\(s)'"
+        case .turnTLSUnavailable(let s): "TURN over TLS unavailable: \(s)"
         case .closed: "ICE transport closed"
         }
     }

@@ -43,8 +43,14 @@ struct Call: AsyncParsableCommand {
     @Option(help: "TURN server as IP:PORT:USERNAME:PASSWORD.")
     var turn: String?
 
-    @Option(help: "How the TURN server is reached: udp, or tcp where UDP is blocked.")
+    @Option(help: "How the TURN server is reached: udp, tcp where UDP is blocked, or tls (turns:, usually port 443) where only HTTPS gets out.")
     var turnTransport: IceServer.Transport = .udp
+
+    @Option(help: "With --turn-transport tls: the name the server's certificate must carry, also sent as SNI (default: its IP address must be in the certificate).")
+    var turnServerName: String?
+
+    @Option(help: "With --turn-transport tls: a PEM file of certificates to trust (default: the system's store).")
+    var turnCa: String?
 
     @Option(help: "Opus frame duration in milliseconds (10, 20, 40, 60).")
     var ptime: Int = 20
@@ -157,6 +163,11 @@ struct Call: AsyncParsableCommand {
         if let turn {
             c.turnServer = try ServerSpec.parse(turn, credentials: true)
             c.turnServer?.transport = turnTransport
+            c.turnServer?.serverName = turnServerName
+            c.turnServer?.trustedCertificatesPath = turnCa
+        }
+        if (turnServerName != nil || turnCa != nil) && (turn == nil || turnTransport != .tls) {
+            throw ValidationError("--turn-server-name and --turn-ca are for --turn-transport tls")
         }
         c.reconnection.disruptionThresholdSeconds = disruptionThreshold
         c.reconnection.renewalDelaySeconds = renewalDelay

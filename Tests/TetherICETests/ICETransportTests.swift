@@ -44,18 +44,22 @@ struct Peer {
     let wakeup: EventCount
 
     init(controlling: Bool) throws {
+        try self.init(configuration: ICETransportConfiguration(controlling: controlling, localAddresses: ["127.0.0.1"]))
+    }
+
+    init(configuration: ICETransportConfiguration) throws {
         let log = EventLog()
         ring = PacketRing(slotCount: 256)
         wakeup = EventCount()
         self.log = log
-        transport = try ICETransport(
-            configuration: ICETransportConfiguration(controlling: controlling, localAddresses: ["127.0.0.1"]),
-            receiveRing: ring, receiveWakeup: wakeup, eventHandler: { log.append($0) })
+        transport = try ICETransport(configuration: configuration, receiveRing: ring, receiveWakeup: wakeup, eventHandler: { log.append($0) })
     }
 
-    func gather() throws -> [String] {
+    /// Gathers and returns the candidates (within `seconds`: a TURN server that fails takes
+    /// libnice several seconds to give up on).
+    func gather(within seconds: Double = 5) throws -> [String] {
         transport.gatherCandidates()
-        let c = log.first(within: 5) { if case .gatheringDone(let c) = $0 { c } else { nil } }
+        let c = log.first(within: seconds) { if case .gatheringDone(let c) = $0 { c } else { nil } }
         return try #require(c)
     }
 }

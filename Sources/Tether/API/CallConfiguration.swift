@@ -29,7 +29,7 @@ public struct CallConfiguration: Sendable {
     public var localAddresses: [String]
     /// STUN server for server-reflexive candidates.
     public var stunServer: IceServer?
-    /// TURN (UDP) server for relayed candidates.
+    /// TURN server for relayed candidates, reached over UDP, TCP or TLS (``IceServer/transport``).
     public var turnServer: IceServer?
     /// SRTP suites to offer, most preferred first. Must include `AES_CM_128_HMAC_SHA1_80`.
     public var srtpSuites: [SRTPSuite]
@@ -210,6 +210,14 @@ public struct CallConfiguration: Sendable {
         for (label, server) in [("stunServer", stunServer), ("turnServer", turnServer)] {
             if let server, !Self.isIPLiteral(server.address) {
                 throw .invalidConfiguration("\(label) '\(server.address)' is not an IP literal (resolve names first)")
+            }
+        }
+        if let turn = turnServer, turn.transport == .tls {
+            if let name = turn.serverName, name.isEmpty || name.utf8.count > 253 {
+                throw .invalidConfiguration("turnServer.serverName must be 1…253 bytes")
+            }
+            if let path = turn.trustedCertificatesPath, access(path, R_OK) != 0 {
+                throw .invalidConfiguration("turnServer.trustedCertificatesPath '\(path)' cannot be read")
             }
         }
         if let problem = reconnection.validate() { throw .invalidConfiguration("reconnection: \(problem)") }

@@ -66,6 +66,13 @@ extension CallSession {
                 code: .iceGatheringFailed, isTerminal: false, canRetry: true,
                 message: "ICE gathered no local candidate (local addresses: \(configuration.localAddresses))")
         }
+        if let turn = configuration.turnServer, !candidates.contains(where: { $0.contains(" typ relay") }) {
+            // Say why there is no relayed path now, not when a network that needs one fails.
+            let why = t.turnTLSTunnel?.lastFailure ?? "no answer, or an answer refusing the allocation"
+            logger.warning(
+                "the TURN server gave no relayed candidate: the call has no path through it",
+                metadata: ["turn-server": "\(turn.address):\(turn.port)", "transport": "\(turn.transport.rawValue)", "reason": "\(why)"])
+        }
         return candidates
     }
 
