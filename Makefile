@@ -68,12 +68,15 @@ test-pipewire:
 		--disable-xctest --no-parallel --filter '$(DEVICE_TESTS)'
 	@scripts/phase-clock.sh end test-pipewire
 
+# The sanitizer phases leave the consent test whose peer is never checked (8 s of waiting for a
+# check that must not come, a control with no code path of its own) to the unit phase.
 test-tsan:
 	@scripts/phase-clock.sh begin test-tsan.build
 	$(SWIFT) build --build-tests --scratch-path $(TSAN_SCRATCH) --sanitize=thread
 	@scripts/phase-clock.sh end test-tsan.build
 	@scripts/phase-clock.sh begin test-tsan.run
-	scripts/run-tests.sh 15 scripts/with-test-audio.sh $(SWIFT) test --skip-build --disable-xctest --scratch-path $(TSAN_SCRATCH) --sanitize=thread --no-parallel --filter 'TetherRealtimeTests|TetherICETests|TetherAudioTests|TetherFaultsTests|TetherNetworkMonitorTests'
+	scripts/run-tests.sh 15 scripts/with-test-audio.sh $(SWIFT) test --skip-build --disable-xctest --scratch-path $(TSAN_SCRATCH) --sanitize=thread --no-parallel --filter 'TetherRealtimeTests|TetherICETests|TetherAudioTests|TetherFaultsTests|TetherNetworkMonitorTests' \
+		--skip 'withoutConsentFreshnessAWithdrawalGoesUnnoticed'
 	@scripts/phase-clock.sh end test-tsan.run
 
 # AddressSanitizer with leak detection over the demo (a clean call, and one with an outage and an
@@ -105,7 +108,7 @@ test-asan:
 	ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$(CURDIR)/scripts/lsan-test-harness.supp \
 		scripts/run-tests.sh 20 scripts/with-test-audio.sh $(SWIFT) test --skip-build --disable-xctest \
 		--scratch-path $(ASAN_SCRATCH) --sanitize=address --no-parallel --filter 'TetherTests|TetherICETests' \
-		--skip 'AfterTheEchoPathChanges|BaresipInteropTests|heavyLossSendsTheTwoFramesBeforeInEachPacket|outageLongerThanFiftySeconds'
+		--skip 'AfterTheEchoPathChanges|BaresipInteropTests|heavyLossSendsTheTwoFramesBeforeInEachPacket|outageLongerThanFiftySeconds|withoutConsentFreshnessAWithdrawalGoesUnnoticed'
 	@scripts/phase-clock.sh end test-asan.run
 
 # Coverage-guided fuzzing (libFuzzer + AddressSanitizer) of SDP and offer/answer, RTP/RTCP and the

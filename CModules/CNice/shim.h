@@ -115,6 +115,17 @@ static inline size_t CNice_build_connectivity_check(uint8_t *buffer, size_t size
                                            STUN_USAGE_ICE_COMPATIBILITY_RFC5245);
 }
 
+/// Whether the peer's consent to receive on `stream`'s selected pair is lost (RFC 7675; only with
+/// the agent's `consent-freshness` on): libnice refuses every send on that pair then, and a
+/// send of no message asks exactly that question without sending anything.
+static inline gboolean CNice_consent_revoked(NiceAgent *agent, guint stream) {
+    GError *error = NULL;
+    (void)nice_agent_send_messages_nonblocking(agent, stream, 1, NULL, 0, NULL, &error);
+    gboolean revoked = error != NULL && error->domain == G_IO_ERROR && error->code == G_IO_ERROR_PERMISSION_DENIED;
+    if (error != NULL) g_error_free(error);
+    return revoked;
+}
+
 static inline void CNice_free_candidate_list(GSList *list) {
     g_slist_free_full(list, (GDestroyNotify)nice_candidate_free);
 }

@@ -42,6 +42,9 @@ public struct FaultLab: Sendable {
         case .natRebinding: if !Shell.has("conntrack") { return "needs conntrack (Debian's conntrack)" }
         case .relayOnly, .relayOverTCP, .directPathDiesOntoRelay:
             if !Shell.has("turnserver") { return "needs turnserver (Debian's coturn)" }
+        case .relayOverTLS, .directPathDiesOntoTLSRelayAndBack:
+            if !Shell.has("turnserver") { return "needs turnserver (Debian's coturn)" }
+            if !Shell.has("openssl") { return "needs openssl (to make the TURN server's certificate)" }
         default: break
         }
         return nil
@@ -319,6 +322,10 @@ private final class Row: @unchecked Sendable {
             try await randomLoss(&r, percent: percent, seconds: seconds)
         case .relayOnly, .relayOverTCP, .directPathDiesOntoRelay:
             try await relay(&r)
+        case .relayOverTLS, .directPathDiesOntoTLSRelayAndBack:
+            try await relayOverTLS(&r)
+        case .consentWithdrawn(let seconds):
+            try await consentWithdrawn(&r, seconds: seconds)
         }
     }
 
@@ -565,6 +572,106 @@ private final class Row: @unchecked Sendable {
             }
             judgeNoGiveUp(&r)
         }
+    }
+
+    /// B answers no connectivity check for `seconds`: STUN binding requests (message type
+    /// 0x0001 in the first two bytes of the UDP payload) are dropped on arrival at B, while media,
+    /// STUN answers and B's own checks pass. With consent freshness on (`--consent-freshness`),
+    /// A's consent (RFC 7675) lapses at most 30 s after B's last answer (libnice 0.1.21 withdraws
+    /// it after 10 s): A must stop sending then,
+    /// and say why. Once checks pass again, the renewal under way restores the call at its next
+    /// attempt (retry delays of 1, 2, 4 and 8 s, after an attempt of up to 2 s): within 12 s.
+    func consentWithdrawn(_ r: inout FaultRowResult, seconds: Double) async throws(FaultLabError) {
+        try await startCall(extraA: ["--consent-freshness"], extraB: ["--consent-freshness"])
+        let cut = monotonicSeconds()
+        try net.nft(net.b, table: "nochecks", "chain in { type filter hook input priority 0; policy accept; udp length > 28 @th,64,16 0x0001 drop; }")
+        await pause(seconds)
+        let back = monotonicSeconds()
+        try net.nftDelete(net.b, table: "nochecks")
+        await settle(after: back, extra: 2)
+        await hangUp()
+        // When A's media stopped reaching B: B's last statistics line whose packet count rose.
+        let received = b.recorded.filter { $0.type == "statistics" && $0.at >= cut && $0.at <= back }
+            .compactMap { line in (line.object["packetsReceived"] as? Int).map { (line.at, $0) } }
+        var lastRise: Double?
+        for (previous, next) in zip(received, received.dropFirst()) where next.1 > previous.1 { lastRise = next.0 }
+        let stopped = lastRise.map { $0 - cut }
+        r.measurements["A stopped sending after the cut"] = stopped ?? -1
+        // Counted from the cut, which is after B's last answer; statistics lines come each second.
+        r.check(
+            "A stops sending ≤ 30 s after B's last answer", within(stopped, 30),
+            "B's packet count last rose \(fmt(stopped)) after B stopped answering")
+        let causes = (a.recorded.last { $0.type == "report" }?.object["disruptions"] as? [[String: Any]] ?? []).compactMap { $0["cause"] as? String }
+        r.check("A says the peer withdrew consent", causes.contains("peer withdrew consent"), "A's disruptions: \(causes)")
+        judgeRestored(&r, sides: [("A", a!), ("B", b!)], back: back, limit: 12)
+        judgeNoGiveUp(&r)
+    }
+
+    /// The TURN-over-TLS rows: the server's TLS port is 443, its certificate is the lab's, and
+    /// A and B reach the server only on TCP 443, so a relayed pair can only have come through TLS.
+    func relayOverTLS(_ r: inout FaultRowResult) async throws(FaultLabError) {
+        let certificate = try LabCertificate.make(in: folder, name: "turn.tether.test", addresses: ["10.92.1.1", "10.92.2.1"])
+        turn = try await TurnServer(
+            namespace: net.middle!,
+            tls: .init(certificatePath: certificate.certificatePath, keyPath: certificate.keyPath, port: TurnServer.tlsPort),
+            logPath: folder + "/turnserver.log")
+        let direct = scenario == .directPathDiesOntoTLSRelayAndBack
+        try net.onlyHTTPS(net.a, to: "10.92.1.1", noUDP: !direct)
+        try net.onlyHTTPS(net.b, to: "10.92.2.1", noUDP: !direct)
+        let setUp = monotonicSeconds()
+        try await startCall(
+            extraA: TurnServer.option(forSide: "A", transport: "tls", certificate: certificate),
+            extraB: TurnServer.option(forSide: "B", transport: "tls", certificate: certificate))
+        r.measurements["set-up"] = (first(a, ["established"], since: 0) ?? setUp) - setUp
+        func describe(_ pair: [String: Any]?) -> String { "\(pair?["localType"] ?? "?") ⇄ \(pair?["remoteType"] ?? "?")" }
+        func relayed(_ pair: [String: Any]?) -> Bool { pair?["localType"] as? String == "relay" || pair?["remoteType"] as? String == "relay" }
+        let pair = a.recorded.last { $0.type == "pair" }?.object
+        guard direct else {
+            r.check("carried through the relay (over TLS: nothing else reaches it)", relayed(pair), "A's pair: \(describe(pair))")
+            await pause(3)
+            for (name, side) in [("A", a!), ("B", b!)] {
+                let received = (side.recorded.last { $0.type == "statistics" }?.object["packetsReceived"] as? Int) ?? 0
+                r.measurements["\(name) packets count"] = Double(received)
+                r.check("media reaches \(name) over TLS", received > 150, "\(name) received \(received) packets")
+            }
+            await hangUpReleasingAllocations(&r)
+            judgeNoGiveUp(&r)
+            return
+        }
+        r.check("set up on the direct path", !relayed(pair), "A's pair: \(describe(pair))")
+        let cut = monotonicSeconds()
+        try net.dropUDP(net.a, table: "direct", input: true, output: false, peer: "10.93.0.2")
+        try net.dropUDP(net.b, table: "direct", input: true, output: false, peer: "10.93.0.1")
+        let detected = await a.waitFor(state: "mediaDisrupted", since: cut, timeout: 5)
+        let onRelay = await a.waitFor(type: "pair", since: cut, timeout: 10) { relayed($0) }
+        await settle(after: cut, extra: 1)
+        r.measurements["A detected"] = detected.map { $0 - cut } ?? -1
+        if let detected, let restored = first(a, ["established"], since: detected) {
+            r.measurements["on the TLS relay after detection"] = restored - detected
+            r.check(
+                "on the TLS relay ≤ 1 s after detection", within(restored - detected, 1) && onRelay != nil,
+                "established \(fmt(restored - detected)) after detection, pair \(onRelay.map { describe($0.object) } ?? "not relayed")")
+        } else {
+            r.check("on the TLS relay ≤ 1 s after detection", false, "detected: \(fmt(detected.map { $0 - cut })), states \(a.states.map(\.state))")
+        }
+        // The direct path returns; A renews its path on fresh candidates and the better (direct)
+        // pair wins again: the relay was a way through, not a place to stay.
+        try net.nftDelete(net.a, table: "direct")
+        try net.nftDelete(net.b, table: "direct")
+        await pause(0.5)
+        let renew = monotonicSeconds()
+        a.send(#"{"type":"renew"}"#)
+        let back = await a.waitFor(type: "pair", since: renew, timeout: 10) { !relayed($0) }
+        await settle(after: renew, extra: 1)
+        r.measurements["off the relay after the re-gather"] = back.map { $0.at - renew } ?? -1
+        r.check("off the relay after A's re-gather", back != nil, "A's pairs since: \(a.recorded.filter { $0.type == "pair" && $0.at >= renew }.map { describe($0.object) })")
+        for (name, listener) in [("B", b!), ("A", a!)] {
+            let g = gap(at: listener, from: renew, to: renew + 3)
+            r.measurements["gap at \(name) while A moved off the relay"] = g ?? -1
+            r.check("no audio gap at \(name) moving off the relay", within(g, 0.2), "gap \(fmt(g))")
+        }
+        await hangUpReleasingAllocations(&r)
+        judgeNoGiveUp(&r)
     }
 
     /// Hangs up a relayed call, checking that the TURN server's allocations (a relayed socket

@@ -36,6 +36,18 @@ public enum FaultScenario: Sendable, Hashable, CustomStringConvertible {
     /// The direct path between A and B dies mid-call (TURN still reachable): the restart moves
     /// the call onto the relay.
     case directPathDiesOntoRelay
+    /// A and B may reach the TURN server only on TCP port 443 (all UDP and every other port
+    /// blocked, as on a corporate network that lets only HTTPS out): the call runs over TURN
+    /// over TLS, with a certificate the lab makes.
+    case relayOverTLS
+    /// B stops answering connectivity checks for `seconds` (STUN binding requests arriving at B
+    /// dropped; media, answers and B's own checks pass), as an address that no longer agrees to
+    /// receive: A's consent (RFC 7675) expires and A must stop sending to B within 30 s.
+    case consentWithdrawn(seconds: Double)
+    /// Only TCP 443 reaches the TURN server, and the direct path between A and B dies mid-call:
+    /// the restart moves the call onto TURN over TLS; when the direct path is back, A's
+    /// re-gather moves it off the relay again.
+    case directPathDiesOntoTLSRelayAndBack
 
     /// The whole matrix, as issue 13 describes it. `lossSeconds` shortens the random-loss row
     /// (10 minutes in full).
@@ -44,8 +56,8 @@ public enum FaultScenario: Sendable, Hashable, CustomStringConvertible {
             .linkFlap(seconds: 0.5), .linkFlap(seconds: 1.5), .linkFlap(seconds: 5), .linkFlap(seconds: 30), .linkLost,
             .renumber, .interfaceSwitch, .bothRenumber, .natRebinding, .routeRemoved(seconds: 3), .oneWay(seconds: 5),
             .blackHole(seconds: 0.5), .blackHole(seconds: 1.5), .blackHole(seconds: 5), .blackHole(seconds: 30),
-            .processStopped(seconds: 10), .peerKilled, .randomLoss(percent: 20, seconds: lossSeconds),
-            .relayOnly, .relayOverTCP, .directPathDiesOntoRelay,
+            .processStopped(seconds: 10), .peerKilled, .consentWithdrawn(seconds: 35), .randomLoss(percent: 20, seconds: lossSeconds),
+            .relayOnly, .relayOverTCP, .directPathDiesOntoRelay, .relayOverTLS, .directPathDiesOntoTLSRelayAndBack,
         ]
     }
 
@@ -64,10 +76,13 @@ public enum FaultScenario: Sendable, Hashable, CustomStringConvertible {
         case .blackHole(let d): return "all UDP black-holed \(s(d)), link up"
         case .processStopped(let d): return "A stopped \(s(d)) (SIGSTOP/SIGCONT)"
         case .peerKilled: return "A killed (SIGKILL)"
+        case .consentWithdrawn(let d): return "B answers no checks \(s(d)) (consent withdrawn)"
         case .randomLoss(let p, let d): return "\(p) % random loss for \(s(d))"
         case .relayOnly: return "TURN/UDP only: 3 s outage, re-gather"
         case .relayOverTCP: return "all UDP blocked: TURN over TCP"
         case .directPathDiesOntoRelay: return "direct path dies: onto TURN"
+        case .relayOverTLS: return "only TCP 443 out: TURN over TLS"
+        case .directPathDiesOntoTLSRelayAndBack: return "only TCP 443 to TURN, direct path dies and returns"
         }
     }
 
@@ -85,10 +100,13 @@ public enum FaultScenario: Sendable, Hashable, CustomStringConvertible {
         case .blackHole: "detected ≤ 1.1 s, restored ≤ 1 s after the path returns"
         case .processStopped: "both recover; no stale audio after the resume"
         case .peerKilled: "B ends 50 ± 0.5 s after the last packet, 1004"
+        case .consentWithdrawn: "A stops sending ≤ 30 s after B's last answer and says why; both restored ≤ 12 s after checks pass (the next renewal attempt)"
         case .randomLoss: "never leaves established; RSS flat (± 2 MB)"
         case .relayOnly: "set up through TURN/UDP; restored ≤ 1 s after the outage; a re-gather releases the old allocation"
         case .relayOverTCP: "set up and carried through TURN/TCP"
         case .directPathDiesOntoRelay: "on the relay ≤ 1 s after detection"
+        case .relayOverTLS: "set up and carried through TURN over TLS; allocations released at hang-up"
+        case .directPathDiesOntoTLSRelayAndBack: "on the TLS relay ≤ 1 s after detection; off it after a re-gather once the direct path is back"
         }
     }
 
@@ -98,8 +116,8 @@ public enum FaultScenario: Sendable, Hashable, CustomStringConvertible {
         case .interfaceSwitch: .direct(links: 2)
         case .natRebinding: .routed(nat: true)
         case .routeRemoved: .routed(nat: false)
-        case .relayOnly, .relayOverTCP: .relayed(direct: false)
-        case .directPathDiesOntoRelay: .relayed(direct: true)
+        case .relayOnly, .relayOverTCP, .relayOverTLS: .relayed(direct: false)
+        case .directPathDiesOntoRelay, .directPathDiesOntoTLSRelayAndBack: .relayed(direct: true)
         default: .direct(links: 1)
         }
     }
@@ -109,7 +127,9 @@ public enum FaultScenario: Sendable, Hashable, CustomStringConvertible {
         switch self {
         case .linkFlap(let d), .routeRemoved(let d), .oneWay(let d), .blackHole(let d), .processStopped(let d): 10 + d
         case .linkLost, .peerKilled: 62
+        case .directPathDiesOntoTLSRelayAndBack: 24
         case .randomLoss(_, let d): 12 + d
+        case .consentWithdrawn(let d): 16 + d
         default: 16
         }
     }

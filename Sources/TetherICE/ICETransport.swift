@@ -156,6 +156,16 @@ public final class ICETransport: @unchecked Sendable {
     private var lastRegather: (token: UInt64, stream: guint)?
     /// Path probes handed to libnice (a counter, relaxed).
     private let probesDelivered = Atomic<Int>(0)
+    /// `.consentLost` was delivered for the media stream's selected pair. GLib thread only.
+    private var consentLostReported = false
+    /// Consent losses so far (a counter, relaxed).
+    private let consentLosses = Atomic<Int>(0)
+    /// The TURN server as libnice is given it: the server itself, or for TURN over TLS the
+    /// loopback end of ``turnTLSTunnel``.
+    private let relay: ICEServer?
+    /// TURN over TLS: the tunnel libnice's TCP connections to the server go through (nil for
+    /// TURN over UDP or TCP, and without TURN).
+    public let turnTLSTunnel: TURNTLSTunnel?
 
     /// Creates the agent and its stream, and starts the GLib thread. Gathering starts with `gatherCandidates()`.
     /// - Parameters:
@@ -171,16 +181,6 @@ public final class ICETransport: @unchecked Sendable {
     ) throws(ICETransportError) {
         self.configuration = configuration
         self.eventHandler = eventHandler
-        context = g_main_context_new()
-        loop = g_main_loop_new(context, 0)
-        guard let a = nice_agent_new_full(context, NICE_COMPATIBILITY_RFC5245, NICE_AGENT_OPTION_NONE) else {
-            g_main_loop_unref(loop)
-            g_main_context_unref(context)
-            throw .agentCreationFailed("nice_agent_new_full returned NULL")
-        }
-        agent = a
-        // UPnP is on in Debian's build and multicasts SSDP; ICE-TCP is not used by Tether.
-        CNice_set_bool(a, "upnp", 0)
         if let turn = configuration.turnServer, turn.transport == .tls {
             let tunnel = try TURNTLSTunnel(server: turn)
             turnTLSTunnel = tunnel
@@ -190,6 +190,17 @@ public final class ICETransport: @unchecked Sendable {
             turnTLSTunnel = nil
             relay = configuration.turnServer
         }
+        context = g_main_context_new()
+        loop = g_main_loop_new(context, 0)
+        let options = configuration.consentFreshness ? NICE_AGENT_OPTION_CONSENT_FRESHNESS : NICE_AGENT_OPTION_NONE
+        guard let a = nice_agent_new_full(context, NICE_COMPATIBILITY_RFC5245, options) else {
+            g_main_loop_unref(loop)
+            g_main_context_unref(context)
+            throw .agentCreationFailed("nice_agent_new_full returned NULL")
+        }
+        agent = a
+        // UPnP is on in Debian's build and multicasts SSDP; ICE-TCP is not used by Tether.
+        CNice_set_bool(a, "upnp", 0)
         CNice_set_bool(a, "ice-tcp", 0)
         CNice_set_bool(a, "ice-udp", 1)
         CNice_set_bool(a, "controlling-mode", configuration.controlling ? 1 : 0)
@@ -450,9 +461,35 @@ public final class ICETransport: @unchecked Sendable {
         nice_agent_remove_stream(agent, stream)
     }
 
+    /// Consent losses so far (``ICETransportEvent/consentLost``).
+    public var consentLossCount: Int { consentLosses.load(ordering: .relaxed) }
+
+    /// libnice reported FAILED on `stream`. When that is the media stream and its selected pair
+    /// lost the peer's consent (RFC 7675), media stops going out on it at once: the direct route
+    /// (which bypasses libnice's own refusal) is withdrawn, and `.consentLost` is delivered.
+    /// GLib thread.
+    fileprivate func componentFailed(stream: guint) {
+        guard configuration.consentFreshness, stream == mediaStream, !consentLostReported, CNice_consent_revoked(agent, stream) != 0 else {
+            return
+        }
+        consentLostReported = true
+        consentLosses.add(1, ordering: .relaxed)
+        publishRoute(stream: stream, to: nil)
+        deliver(.consentLost)
+    }
+
+    /// Tests only: tells the peer we no longer consent to receive (libnice answers its consent
+    /// checks with 403 from now on), as a peer that wants no more of our packets does.
+    func revokeConsentForTesting() {
+        let me = UnsafeSendableTransport(self)
+        onLoopThread { nice_agent_consent_lost(me.transport.agent, me.transport.signalingStream, 1) }
+    }
+
     /// A stream selected a candidate pair. GLib thread.
     /// - Returns: whether the pair carries media now (events about other streams are dropped).
     fileprivate func pairSelected(stream: guint, remote: UnsafeMutablePointer<NiceCandidate>) -> Bool {
+        // A new selection comes with the peer's consent (its check just succeeded).
+        if stream == signalingStream || stream == mediaStream { consentLostReported = false }
         if stream == signalingStream && stream != mediaStream {
             // The new stream works: media moves to it; the old one goes (after this signal).
             let old = mediaStream
@@ -915,6 +952,7 @@ private func iceStateChanged(
     _ agent: OpaquePointer?, _ stream: guint, _ component: guint, _ state: guint, _ userData: gpointer?
 ) {
     let me = Unmanaged<ICETransport>.fromOpaque(userData!).takeUnretainedValue()
+    if state == NICE_COMPONENT_STATE_FAILED.rawValue { me.componentFailed(stream: stream) }
     guard me.isCurrent(stream: stream) else { return }
     me.deliver(.componentStateChanged(ICEComponentState(rawValue: Int(state)) ?? .failed))
 }
@@ -952,7 +990,6 @@ private func typeName(_ type: NiceCandidateType) -> String {
     case NICE_CANDIDATE_TYPE_SERVER_REFLEXIVE: "srflx"
     case NICE_CANDIDATE_TYPE_PEER_REFLEXIVE: "prflx"
     case NICE_CANDIDATE_TYPE_RELAYED: "relay"
-    if state == NICE_COMPONENT_STATE_FAILED.rawValue { me.componentFailed(stream: stream) }
     default: "unknown"
     }
 }

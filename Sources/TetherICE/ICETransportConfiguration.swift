@@ -57,11 +57,21 @@ public struct ICETransportConfiguration: Sendable, Equatable {
     public var stunServer: ICEServer?
     /// TURN server for relayed candidates (over UDP, TCP or TLS).
     public var turnServer: ICEServer?
+    /// ICE consent freshness (RFC 7675): a consent check on the selected pair every 4–6 s, and
+    /// nothing sent on it once the peer has not answered one for a while, or refused one (403).
+    /// It keeps a call from sending to an address that no longer wants its packets. libnice
+    /// 0.1.21 (Debian 12) gives up on consent 10 s after the last answered check (the RFC and
+    /// libnice 0.1.22 say 30 s); peers' checks are answered either way.
+    public var consentFreshness: Bool
 
-    public init(controlling: Bool, localAddresses: [String] = [], stunServer: ICEServer? = nil, turnServer: ICEServer? = nil) {
+    public init(
+        controlling: Bool, localAddresses: [String] = [], stunServer: ICEServer? = nil, turnServer: ICEServer? = nil,
+        consentFreshness: Bool = false
+    ) {
         self.controlling = controlling
         self.localAddresses = localAddresses
         self.stunServer = stunServer
         self.turnServer = turnServer
+        self.consentFreshness = consentFreshness
     }
 }

@@ -6,6 +6,10 @@ public enum ICETransportEvent: Sendable, Equatable {
     case componentStateChanged(ICEComponentState)
     /// A pair was selected and carries media now.
     case selectedPairChanged(ICESelectedPair)
+    /// The peer no longer consents to receive on the selected pair (RFC 7675: no answer to a
+    /// consent check for 30 s, or a 403 answer). Nothing is sent on that pair from now on (sends
+    /// report `.noPath`) until a new pair is selected (an ICE restart). Once per selected pair.
+    case consentLost
     /// A DTLS datagram arrived (first byte 20…63, RFC 7983): handshake flights and alerts, which
     /// never enter the media ring. Acknowledge each with `ICETransport.dtlsDatagramHandled()`:
     /// at most `ICETransport.maximumPendingDTLSDatagrams` are delivered unacknowledged.

@@ -52,6 +52,9 @@ struct Call: AsyncParsableCommand {
     @Option(help: "With --turn-transport tls: a PEM file of certificates to trust (default: the system's store).")
     var turnCa: String?
 
+    @Flag(help: "ICE consent freshness (RFC 7675): stop sending on a pair whose peer stops answering consent checks, and renew the path (off by default: Debian 12's libnice gives up on consent after 10 s, not 30).")
+    var consentFreshness = false
+
     @Option(help: "Opus frame duration in milliseconds (10, 20, 40, 60).")
     var ptime: Int = 20
 
@@ -152,6 +155,7 @@ struct Call: AsyncParsableCommand {
         c.audioSource = try AudioEndpointSpec.source(input, periodMilliseconds: period)
         c.audioSink = try AudioEndpointSpec.sink(output, periodMilliseconds: period)
         c.requiresCapture = requireCapture
+        c.consentFreshness = consentFreshness
         c.voiceProcessing = voice.settings(for: c.audioSource)
         c.opus = OpusSettings(frameDurationMilliseconds: ptime)
         c.keying = keying

@@ -596,6 +596,55 @@ struct ReconnectStateMachineInputTests {
         #expect(machine.handle(.iceConnected, now: reconnectInstant(1_400)) == [])
     }
 
+    /// The peer stops consenting (RFC 7675) while its media still arrives: renewal at once, and
+    /// the call is restored only when a new pair is selected and media flows; inbound media
+    /// alone, which never stopped, does not restore it.
+    @Test func consentLostWhileEstablishedRenewsAtOnceAndWaitsForANewPair() {
+        var machine = establishedMachine()
+        #expect(machine.handle(.consentLost, now: reconnectInstant(500)) == [
+            .changeState(to: .renewingMedia), .restartICE(attempt: 1, regatherCandidates: false),
+        ])
+        for t in stride(from: 520 as UInt64, through: 900, by: 20) {
+            _ = machine.handle(.inboundPacket, now: reconnectInstant(t))
+            #expect(machine.handle(.mediaDecoded, now: reconnectInstant(t + 5)) == [])
+        }
+        #expect(machine.handle(.renewalAnswered(attempt: 1), now: reconnectInstant(950)) == [.applyRenewalAnswer(attempt: 1)])
+        #expect(machine.state == .renewingMedia)
+        #expect(machine.handle(.iceConnected, now: reconnectInstant(1_000)) == [.changeState(to: .established)])
+        #expect(machine.timeline.records == [
+            Record(start: reconnectInstant(500), end: reconnectInstant(1_000), cause: .consentLost, attempts: 1, outcome: .renewed(attempts: 1))
+        ])
+    }
+
+    /// Consent lost during a silence disruption renews at once (no renewal delay), and the
+    /// silence's restoration then also waits for a new pair; while renewing, it changes no
+    /// attempt but holds the restoration the same way; while waiting for a network, nothing.
+    @Test func consentLostDuringADisruptionRenewsAndHoldsTheRestorationUntilANewPair() {
+        var machine = establishedMachine()
+        #expect(machine.handle(.tick, now: reconnectInstant(1_000)) == [.changeState(to: .mediaDisrupted)])
+        #expect(machine.handle(.consentLost, now: reconnectInstant(1_200)) == [
+            .changeState(to: .renewingMedia), .restartICE(attempt: 1, regatherCandidates: false),
+        ])
+        #expect(machine.handle(.consentLost, now: reconnectInstant(1_300)) == [])
+        _ = machine.handle(.inboundPacket, now: reconnectInstant(1_400))
+        #expect(machine.handle(.mediaDecoded, now: reconnectInstant(1_420)) == [])
+        #expect(machine.handle(.iceConnected, now: reconnectInstant(1_500)) == [.changeState(to: .established)])
+        #expect(machine.timeline.records.last?.cause == .inboundSilence)
+
+        var waiting = establishedMachine()
+        _ = waiting.handle(.localNetworkLost, now: reconnectInstant(300))
+        #expect(waiting.isWaitingForNetwork)
+        #expect(waiting.handle(.consentLost, now: reconnectInstant(400)) == [])
+        #expect(waiting.state == .mediaDisrupted)
+    }
+
+    @Test func consentLostBeforeMediaIsLeftToTheSetUp() {
+        var machine = ReconnectStateMachine(policy: twoSecondRenewal, glareRole: .keepsOwnOffer)
+        _ = machine.handle(.mediaStarted, now: reconnectInstant(0))
+        #expect(machine.handle(.consentLost, now: reconnectInstant(100)) == [])
+        #expect(machine.state == .connecting)
+    }
+
     /// A pair selected before the media came (the usual order), or within the grace: no timer,
     /// no renewal, ever. Before media (connecting) nothing is timed either.
     @Test func aPairBeforeOrWithinTheGraceRenewsNothing() {
@@ -683,7 +732,7 @@ struct ReconnectStateMachineInputTests {
     @Test(arguments: [ReconnectStateMachine.Input.tick, .inboundPacket, .mediaDecoded, .iceFailed, .iceConnected,
                       .localNetworkChanged, .renewalAnswered(attempt: 1), .peerRenewalOffer,
                       .peerSendsMedia(false), .weSendMedia(false), .peerReport(extendedHighestSequence: 7), .hangUp,
-                      .mediaStarted])
+                      .mediaStarted, .consentLost])
     func everyInputIsIgnoredAfterTheCallEnded(input: ReconnectStateMachine.Input) {
         var machine = establishedMachine()
         #expect(machine.handle(.hangUp, now: reconnectInstant(500)) == [.changeState(to: .ended(.localHangup))])

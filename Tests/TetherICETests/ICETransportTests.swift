@@ -208,9 +208,14 @@ struct ICETransportTests {
 @Suite("ICETransport restart and re-gathering")
 struct ICETransportRestartTests {
     /// Connects two peers and returns them ready.
-    func connectedPair() throws -> (Peer, Peer) {
-        let a = try Peer(controlling: true)
-        let b = try Peer(controlling: false)
+    func connectedPair(consentFreshness: Bool = false) throws -> (Peer, Peer) {
+        func peer(_ controlling: Bool) throws -> Peer {
+            try Peer(
+                configuration: ICETransportConfiguration(
+                    controlling: controlling, localAddresses: ["127.0.0.1"], consentFreshness: consentFreshness))
+        }
+        let a = try peer(true)
+        let b = try peer(false)
         let ca = try a.gather()
         let cb = try b.gather()
         let credA = a.transport.localCredentials()
@@ -287,6 +292,61 @@ struct ICETransportRestartTests {
         let readyAgain = a.log.first(within: 5) { _ in a.log.count(of: .componentStateChanged(.ready)) > readyBefore ? true : nil }
         #expect(readyAgain == true)
         #expect(deliver(20, from: b, to: a) == 20)
+    }
+
+    /// RFC 7675 with real libnice at both ends: B withdraws its consent (its agent answers A's
+    /// next consent check, within 4–6 s, with 403); A reports it once, stops sending at once
+    /// (the direct route is withdrawn: sends say `.noPath`, B receives nothing), and a restart on
+    /// both sides brings a new pair with consent, and media, back.
+    @Test(.timeLimit(.minutes(1)))
+    func aPeerWithdrawingConsentIsNoLongerSentToUntilARestart() throws {
+        let (a, b) = try connectedPair(consentFreshness: true)
+        defer {
+            a.transport.close()
+            b.transport.close()
+        }
+        #expect(deliver(10, from: a, to: b) == 10)
+        b.transport.revokeConsentForTesting()
+        let lost = a.log.first(within: 10) { $0 == .consentLost ? true : nil }
+        #expect(lost == true)
+        #expect(a.transport.consentLossCount == 1)
+        var sample = [UInt8](repeating: 0, count: 60)
+        sample[0] = 0x80
+        #expect(sample.withUnsafeBytes { a.transport.send($0) } == .noPath)
+        #expect(deliver(10, from: a, to: b) == 0)
+        // B still has A's consent: its media goes on reaching A.
+        #expect(deliver(10, from: b, to: a) == 10)
+        let ra = try #require(a.transport.restart())
+        let rb = try #require(b.transport.restart())
+        let pairsBefore = selectedPairs(a)
+        try a.transport.setRemote(ufrag: rb.ufrag, password: rb.password, candidates: rb.candidates)
+        try b.transport.setRemote(ufrag: ra.ufrag, password: ra.password, candidates: ra.candidates)
+        #expect(awaitNewPair(a, after: pairsBefore))
+        #expect(deliver(20, from: a, to: b) == 20)
+        #expect(a.log.count(of: .consentLost) == 1)
+    }
+
+    /// Without consent freshness (the default) nothing is checked, and a peer's withdrawal goes
+    /// unnoticed: the behaviour the option exists to change.
+    @Test(.timeLimit(.minutes(1)))
+    func withoutConsentFreshnessAWithdrawalGoesUnnoticed() throws {
+        let a = try Peer(controlling: true)
+        // B withdraws consent as in the test above (it needs the option to do so).
+        let b = try Peer(configuration: ICETransportConfiguration(controlling: false, localAddresses: ["127.0.0.1"], consentFreshness: true))
+        defer {
+            a.transport.close()
+            b.transport.close()
+        }
+        let ca = try a.gather()
+        let cb = try b.gather()
+        let credA = a.transport.localCredentials()
+        let credB = b.transport.localCredentials()
+        try a.transport.setRemote(ufrag: credB.ufrag, password: credB.password, candidates: cb)
+        try b.transport.setRemote(ufrag: credA.ufrag, password: credA.password, candidates: ca)
+        #expect(a.log.first(within: 5) { $0 == .componentStateChanged(.ready) ? true : nil } == true)
+        b.transport.revokeConsentForTesting()
+        #expect(a.log.first(within: 8) { $0 == .consentLost ? true : nil } == nil)
+        #expect(deliver(10, from: a, to: b) == 10)
     }
 
     @Test func regatherReplacesTheStreamAndConnectsAgain() throws {

@@ -31,6 +31,14 @@ public struct CallConfiguration: Sendable {
     public var stunServer: IceServer?
     /// TURN server for relayed candidates, reached over UDP, TCP or TLS (``IceServer/transport``).
     public var turnServer: IceServer?
+    /// ICE consent freshness (RFC 7675): consent checks on the selected pair every 4–6 s, and
+    /// nothing sent on it once the peer stops answering them or refuses one (403); the call
+    /// then renews its path (cause "peer withdrew consent"). Off by default: Debian 12's
+    /// libnice (0.1.21) withdraws consent 10 s after the last answered check, not the RFC's 30 s
+    /// (fixed in libnice 0.1.22), which under 20 % random loss both ways sends a call into
+    /// renewal every minute or so (the fault matrix's 90 s loss row left `established` seven
+    /// times). Peers' consent checks are answered either way, as browsers require.
+    public var consentFreshness: Bool = false
     /// SRTP suites to offer, most preferred first. Must include `AES_CM_128_HMAC_SHA1_80`.
     public var srtpSuites: [SRTPSuite]
     /// Jitter-buffer playout delay in milliseconds (at least one frame): how long the first

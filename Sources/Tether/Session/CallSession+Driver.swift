@@ -223,6 +223,13 @@ extension CallSession {
                 eventSink.yield(.error(error))
                 finish(CallTerminationReason(cause: .connectionFailed, error: error), sendBye: false)
             }
+        case .ice(.consentLost):
+            // RFC 7675: the peer stopped answering consent checks on our pair (30 s) or refused
+            // one; the transport has stopped sending on it. A cause of disruption of its own.
+            logger.warning(
+                "the peer no longer consents to receive on the selected pair: media to it stopped, renewing the path",
+                metadata: ["pair": "\(selectedPair.map { "\($0.local) ⇄ \($0.remote)" } ?? "none")"])
+            feed(.consentLost)
         case .ice(.dtlsDatagram(let datagram)):
             transport?.dtlsDatagramHandled()
             guard let dtls, !state.isEnded else { return }

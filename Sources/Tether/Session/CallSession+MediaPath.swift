@@ -52,7 +52,8 @@ extension CallSession {
             t = try ICETransport(
                 configuration: ICETransportConfiguration(
                     controlling: controlling, localAddresses: configuration.localAddresses,
-                    stunServer: configuration.stunServer, turnServer: configuration.turnServer),
+                    stunServer: configuration.stunServer, turnServer: configuration.turnServer,
+                    consentFreshness: configuration.consentFreshness),
                 receiveRing: receiveRing, receiveWakeup: wakeup, eventHandler: { sink.yield(.ice($0)) })
         } catch {
             throw TetherError(code: .iceTransportUnavailable, isTerminal: false, canRetry: false, message: "\(error)", cause: error)

@@ -110,6 +110,7 @@ extension CallSession {
         case .localNetworkChange: "local network change"
         case .outboundStall: "peer stopped receiving"
         case .noSendPath: "no path to send on"
+        case .consentLost: "peer withdrew consent"
         }
     }
 

@@ -69,6 +69,9 @@
 /// | established | peerRenewalOffer, outbound stalled | renewingMedia | changeState, answerRenewalOffer (attempt 1) |
 /// | established | peerRenewalOffer, outbound fine | established | answerRenewalOffer |
 /// | established | iceFailed | established | — (remembered until the next packet) |
+/// | established | consentLost | renewingMedia | changeState, attempt 1 (cause consentLost); restored once ICE connects again and media flows |
+/// | mediaDisrupted | consentLost | renewingMedia | changeState, attempt 1 (unless waiting for a network); restored as above |
+/// | renewingMedia | consentLost | renewingMedia | — (the attempt in flight goes on; restored as above) |
 /// | established | send-path grace over, ICE never connected (the peer's media came, we have no pair to send on; deadline) | renewingMedia | changeState, attempt 1 (regather on the `yieldsToPeer` side: the peer does not know to offer); restored once ICE connects and media flows |
 /// | mediaDisrupted | media restored | established | changeState (record: mediaResumedWithoutRenewal) |
 /// | mediaDisrupted | renewal delay over and still silent (deadline) | renewingMedia | changeState, attempt 1 |
@@ -140,7 +143,8 @@ public struct ReconnectStateMachine: Sendable {
     private var regatherPending = false
     /// libnice reported FAILED and no packet arrived since.
     private var iceFailedSinceLastPacket = false
-    /// The send-path grace ran out and ``Input/iceConnected`` has not come since.
+    /// The send-path grace ran out, or consent was lost, and ``Input/iceConnected`` has not come
+    /// since: there is no pair to send on.
     private var sendPathMissing = false
     /// ``Input/iceConnected`` came at least once: we have had a pair to send on.
     private var iceHasConnected = false
@@ -261,6 +265,8 @@ public struct ReconnectStateMachine: Sendable {
             }
         case .iceFailed:
             iceFailed(now: now, &actions)
+        case .consentLost:
+            consentLost(now: now, &actions)
         case .localNetworkChanged:
             localNetworkChanged(now: now, &actions)
         case .localNetworkLost:
@@ -438,6 +444,26 @@ public struct ReconnectStateMachine: Sendable {
         startRenewal(at: now, regather: glareRole == .yieldsToPeer, &actions)
     }
 
+    /// The peer no longer consents to receive on the selected pair: no path to send on until a
+    /// new pair is selected, so renew at once.
+    private mutating func consentLost(now: MonotonicInstant, _ actions: inout [Action]) {
+        switch state {
+        case .established:
+            sendPathMissing = true
+            sendPathDeadline = nil
+            beginDisruption(start: now, cause: .consentLost, at: now)
+            startRenewal(at: now, regather: false, &actions)
+        case .mediaDisrupted:
+            sendPathMissing = true
+            if disruption?.waitingForNetwork == true { return }  // nothing to renew on
+            startRenewal(at: now, regather: false, &actions)
+        case .renewingMedia:
+            sendPathMissing = true
+        case .idle, .connecting, .ended:
+            break  // before media, ICE failure is the set-up's to handle
+        }
+    }
+
     private mutating func localNetworkChanged(now: MonotonicInstant, _ actions: inout [Action]) {
         switch state {
         case .idle, .connecting:
@@ -542,7 +568,9 @@ public struct ReconnectStateMachine: Sendable {
             else { return }
             guard current.decodedSinceStart || !liveness.peerSendsMedia else { return }
             if current.cause == .outboundStall && liveness.isOutboundDisrupted { return }
-            if current.cause == .noSendPath && sendPathMissing { return }
+            // No pair to send on (the send-path grace ran out, or consent was lost): media from
+            // the peer alone does not restore the call.
+            if sendPathMissing { return }
             timeline.end(
                 at: now,
                 outcome: current.attempts == 0 ? .mediaResumedWithoutRenewal : .renewed(attempts: current.attempts))

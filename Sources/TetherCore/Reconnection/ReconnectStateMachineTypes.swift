@@ -78,6 +78,13 @@ extension ReconnectStateMachine {
         /// ``RecoveryTimeline/Cause/noSendPath`` waits for it). Media that establishes the call
         /// before it came starts ``ReconnectionPolicy/sendPathGraceSeconds``.
         case iceConnected
+        /// The peer no longer consents to receive on the selected pair (RFC 7675: its consent
+        /// checks went unanswered for 30 s, or it answered one with 403): nothing may be sent on
+        /// that pair, so the call has no path to send on until a new pair is selected
+        /// (``iceConnected``). Renewal starts at once; a disruption it starts (cause
+        /// ``RecoveryTimeline/Cause/consentLost``), or one already under way, is restored only once
+        /// a new pair is selected and media flows.
+        case consentLost
         /// The local network changed in a way that concerns the media path (its address or link
         /// went away, or a usable network appeared while media is disrupted), and gathering can
         /// find candidates: renew on fresh candidates now.

@@ -15,6 +15,9 @@ public struct RecoveryTimeline: Sendable, Equatable {
         /// The peer's media arrived but our ICE had no pair to send on (our checks failed while
         /// the peer's succeeded); renewal started at once.
         case noSendPath
+        /// The peer stopped consenting to receive on the selected pair (RFC 7675), so we stopped
+        /// sending on it; renewal started at once.
+        case consentLost
     }
 
     /// How a disruption ended.
