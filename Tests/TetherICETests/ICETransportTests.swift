@@ -37,6 +37,24 @@ final class EventLog: Sendable {
     }
 }
 
+/// Sends `count` RTP-looking datagrams of `bytes` from `a` and returns how many `b` received
+/// within `seconds`.
+func deliver(_ count: Int, from a: Peer, to b: Peer, bytes: Int = 60, within seconds: Double = 3) -> Int {
+    for i in 0..<count {
+        var datagram = [UInt8](repeating: UInt8(truncatingIfNeeded: i), count: bytes)
+        datagram[0] = 0x80
+        datagram.withUnsafeBytes { _ = a.transport.send($0) }
+    }
+    var received = 0
+    let deadline = MonotonicClock.nanoseconds() + UInt64(seconds * 1e9)
+    while received < count {
+        let ticket = b.wakeup.prepareToWait()
+        while b.ring.pop({ _, _ in true }) != nil { received += 1 }
+        if received < count, !b.wakeup.wait(ticket, untilMonotonicNanoseconds: deadline) { break }
+    }
+    return received
+}
+
 struct Peer {
     let transport: ICETransport
     let log: EventLog
@@ -207,15 +225,15 @@ struct ICETransportTests {
 
 @Suite("ICETransport restart and re-gathering")
 struct ICETransportRestartTests {
-    /// Connects two peers and returns them ready.
-    func connectedPair(consentFreshness: Bool = false) throws -> (Peer, Peer) {
-        func peer(_ controlling: Bool) throws -> Peer {
+    /// Connects two peers (A controlling) and returns them ready; `consentFreshness` turns the
+    /// option on at both ends, `peerConsentFreshness` at B only.
+    func connectedPair(consentFreshness: Bool = false, peerConsentFreshness: Bool? = nil) throws -> (Peer, Peer) {
+        func peer(_ controlling: Bool, _ consent: Bool) throws -> Peer {
             try Peer(
-                configuration: ICETransportConfiguration(
-                    controlling: controlling, localAddresses: ["127.0.0.1"], consentFreshness: consentFreshness))
+                configuration: ICETransportConfiguration(controlling: controlling, localAddresses: ["127.0.0.1"], consentFreshness: consent))
         }
-        let a = try peer(true)
-        let b = try peer(false)
+        let a = try peer(true, consentFreshness)
+        let b = try peer(false, peerConsentFreshness ?? consentFreshness)
         let ca = try a.gather()
         let cb = try b.gather()
         let credA = a.transport.localCredentials()
@@ -257,20 +275,16 @@ struct ICETransportRestartTests {
         try b.transport.setRemote(ufrag: credA.ufrag, password: credA.password, candidates: candidates)
     }
 
-    func deliver(_ count: Int, from a: Peer, to b: Peer) -> Int {
-        for i in 0..<count {
-            var bytes = [UInt8](repeating: UInt8(truncatingIfNeeded: i), count: 60)
-            bytes[0] = 0x80
-            bytes.withUnsafeBytes { _ = a.transport.send($0) }
-        }
-        var received = 0
-        let deadline = MonotonicClock.nanoseconds() + 3_000_000_000
-        while received < count {
-            let ticket = b.wakeup.prepareToWait()
-            while b.ring.pop({ _, _ in true }) != nil { received += 1 }
-            if received < count, !b.wakeup.wait(ticket, untilMonotonicNanoseconds: deadline) { break }
-        }
-        return received
+    func deliver(_ count: Int, from a: Peer, to b: Peer) -> Int { TetherICETests.deliver(count, from: a, to: b) }
+
+    /// Restarts both peers in place and waits for A's new pair.
+    func restartBoth(_ a: Peer, _ b: Peer) throws -> Bool {
+        let ra = try #require(a.transport.restart())
+        let rb = try #require(b.transport.restart())
+        let pairsBefore = selectedPairs(a)
+        try a.transport.setRemote(ufrag: rb.ufrag, password: rb.password, candidates: rb.candidates)
+        try b.transport.setRemote(ufrag: ra.ufrag, password: ra.password, candidates: ra.candidates)
+        return awaitNewPair(a, after: pairsBefore)
     }
 
     @Test func restartGivesNewCredentialsAndReachesReadyAgainWithMediaFlowing() throws {
@@ -316,12 +330,7 @@ struct ICETransportRestartTests {
         #expect(deliver(10, from: a, to: b) == 0)
         // B still has A's consent: its media goes on reaching A.
         #expect(deliver(10, from: b, to: a) == 10)
-        let ra = try #require(a.transport.restart())
-        let rb = try #require(b.transport.restart())
-        let pairsBefore = selectedPairs(a)
-        try a.transport.setRemote(ufrag: rb.ufrag, password: rb.password, candidates: rb.candidates)
-        try b.transport.setRemote(ufrag: ra.ufrag, password: ra.password, candidates: ra.candidates)
-        #expect(awaitNewPair(a, after: pairsBefore))
+        #expect(try restartBoth(a, b))
         #expect(deliver(20, from: a, to: b) == 20)
         #expect(a.log.count(of: .consentLost) == 1)
     }
@@ -330,20 +339,12 @@ struct ICETransportRestartTests {
     /// unnoticed: the behaviour the option exists to change.
     @Test(.timeLimit(.minutes(1)))
     func withoutConsentFreshnessAWithdrawalGoesUnnoticed() throws {
-        let a = try Peer(controlling: true)
         // B withdraws consent as in the test above (it needs the option to do so).
-        let b = try Peer(configuration: ICETransportConfiguration(controlling: false, localAddresses: ["127.0.0.1"], consentFreshness: true))
+        let (a, b) = try connectedPair(peerConsentFreshness: true)
         defer {
             a.transport.close()
             b.transport.close()
         }
-        let ca = try a.gather()
-        let cb = try b.gather()
-        let credA = a.transport.localCredentials()
-        let credB = b.transport.localCredentials()
-        try a.transport.setRemote(ufrag: credB.ufrag, password: credB.password, candidates: cb)
-        try b.transport.setRemote(ufrag: credA.ufrag, password: credA.password, candidates: ca)
-        #expect(a.log.first(within: 5) { $0 == .componentStateChanged(.ready) ? true : nil } == true)
         b.transport.revokeConsentForTesting()
         #expect(a.log.first(within: 8) { $0 == .consentLost ? true : nil } == nil)
         #expect(deliver(10, from: a, to: b) == 10)
@@ -421,12 +422,7 @@ struct ICETransportRestartTests {
         #expect(deliver(10, from: a, to: b) == 10)
         #expect(deliver(10, from: b, to: a) == 10)
         // A restart in place on the old stream still connects.
-        let ra = try #require(a.transport.restart())
-        let rb = try #require(b.transport.restart())
-        let pairsBefore = selectedPairs(a)
-        try a.transport.setRemote(ufrag: rb.ufrag, password: rb.password, candidates: rb.candidates)
-        try b.transport.setRemote(ufrag: ra.ufrag, password: ra.password, candidates: ra.candidates)
-        #expect(awaitNewPair(a, after: pairsBefore))
+        #expect(try restartBoth(a, b))
         #expect(deliver(10, from: b, to: a) == 10)
     }
 

@@ -71,8 +71,8 @@ struct TURNTLSTunnelTests {
         let pair = a.log.first(within: 10) { if case .selectedPairChanged(let p) = $0 { p } else { nil } }
         #expect(pair?.localType == "relay" && pair?.remoteType == "relay", "A's pair: \(String(describing: pair))")
         let sentBefore = tunnelA.bytesCarried.sent
-        #expect(deliver(40, from: a, to: b) == 40)
-        #expect(deliver(40, from: b, to: a) == 40)
+        #expect(deliver(40, from: a, to: b, bytes: 80, within: 5) == 40)
+        #expect(deliver(40, from: b, to: a, bytes: 80, within: 5) == 40)
         // Each datagram crossed A's tunnel: 40 of at least 64 bytes out, 40 in.
         #expect(tunnelA.bytesCarried.sent - sentBefore >= 40 * 64 && tunnelA.bytesCarried.received >= 40 * 64)
         #expect(server.turn.allocations == 2)
@@ -130,22 +130,5 @@ struct TURNTLSTunnelTests {
             guard case .turnTLSUnavailable(let why) = error as? ICETransportError else { return false }
             return why.contains("/nonexistent/ca.pem")
         }
-    }
-
-    /// Sends `count` datagrams from `a` and returns how many `b` received within 5 s.
-    func deliver(_ count: Int, from a: Peer, to b: Peer) -> Int {
-        for i in 0..<count {
-            var bytes = [UInt8](repeating: UInt8(truncatingIfNeeded: i), count: 80)
-            bytes[0] = 0x80
-            bytes.withUnsafeBytes { _ = a.transport.send($0) }
-        }
-        var received = 0
-        let deadline = MonotonicClock.nanoseconds() + 5_000_000_000
-        while received < count {
-            let ticket = b.wakeup.prepareToWait()
-            while b.ring.pop({ _, _ in true }) != nil { received += 1 }
-            if received < count, !b.wakeup.wait(ticket, untilMonotonicNanoseconds: deadline) { break }
-        }
-        return received
     }
 }

@@ -29,7 +29,7 @@ public struct CallConfiguration: Sendable {
     public var localAddresses: [String]
     /// STUN server for server-reflexive candidates.
     public var stunServer: IceServer?
-    /// TURN server for relayed candidates, reached over UDP, TCP or TLS (``IceServer/transport``).
+    /// TURN server for relayed candidates, reached over UDP, TCP or TLS (its `transport`).
     public var turnServer: IceServer?
     /// ICE consent freshness (RFC 7675): consent checks on the selected pair every 4–6 s, and
     /// nothing sent on it once the peer stops answering them or refuses one (403); the call
