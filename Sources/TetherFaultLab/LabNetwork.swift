@@ -191,12 +191,15 @@ final class LabNetwork: @unchecked Sendable {
     }
 
     /// Lets `ns` reach `server` only on TCP port 443 (HTTPS), as a corporate firewall does;
-    /// with `noUDP`, no UDP leaves `ns` at all. Loopback is not filtered.
+    /// with `noUDP`, no UDP leaves or enters `ns` at all (a stateful firewall lets no UDP in
+    /// when it lets none out). Loopback is not filtered.
     func onlyHTTPS(_ ns: String, to server: String, noUDP: Bool, table: String = "https") throws(FaultLabError) {
         let udp = noUDP ? "meta l4proto udp drop; " : ""
+        let inbound = noUDP ? "chain in { type filter hook input priority 0; policy accept; iifname \"lo\" accept; meta l4proto udp drop; }\n" : ""
         try nft(
             ns, table: table,
-            "chain out { type filter hook output priority 0; policy accept; oifname \"lo\" accept; \(udp)ip daddr \(server) tcp dport 443 accept; ip daddr \(server) drop; }")
+            inbound
+                + "chain out { type filter hook output priority 0; policy accept; oifname \"lo\" accept; \(udp)ip daddr \(server) tcp dport 443 accept; ip daddr \(server) drop; }")
     }
 
     /// Forgets every connection-tracking entry in `ns` (NAT mappings are made anew).

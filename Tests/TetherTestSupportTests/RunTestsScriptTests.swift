@@ -88,7 +88,9 @@ struct RunTestsScriptTests {
                 ◇ Test case passing 1 argument n → 2 to "failing cases" started.
                 ✘ Test "failing cases" recorded an issue with 1 argument n → 2 at S.swift:31:9: Expectation failed
                 ✘ Test "failing cases" with 2 test cases failed after 0.004 seconds with 1 issue.
-                ✘ Test run with 5 tests in 1 suite failed after 0.005 seconds with 3 issues.
+                ◇ Test cancelsItself() started.
+                ➜ Test cancelsItself() was cancelled after 0.300 seconds: "the machine fed it too slowly"
+                ✘ Test run with 6 tests in 1 suite failed after 0.005 seconds with 3 issues.
 
                 """
         let (text, status) = try run(output: output, logs: logs, status: 1, locale: locale)
@@ -105,7 +107,9 @@ struct RunTestsScriptTests {
         #expect(tail.contains("== \"a named test\"  (M.S/named()/S.swift:20:1)\nerror tether: the named test's message"), "\(tail)")
         #expect(tail.contains("== \"failing cases\"  (M.S/cases(n:)/S.swift:30:1)\nnotice tether: the parameterized test's message"))
         #expect(tail.contains("a message no test owned"))
+        // A test that cancelled itself has ended: not reported as unfinished, nor failed.
         #expect(!tail.contains("not finished"), "\(tail)")
+        #expect(!tail.contains("cancelsItself"), "\(tail)")
         #expect(!text.contains("the passing test's"))
         let last = try #require(text.split(separator: "\n").last)
         #expect(last.hasPrefix("==== failed: fails(), \"a named test\", \"failing cases\" (exit 1; all logs: "), "\(last)")
