@@ -104,16 +104,11 @@ public final class TurnServer: @unchecked Sendable {
         try? log?.close()
     }
 
-    /// The relayed sockets the server holds now, one per allocation (UDP sockets bound on the
-    /// relay address).
+    /// The relayed sockets the server holds now, one per allocation (UDP sockets of this
+    /// process bound on the relay address).
     public var allocations: Int {
         let pid = "pid=\(process.processIdentifier),"
         return ss("-Hanup src \(relayAddress)").split(separator: "\n").filter { $0.contains(pid) && !$0.contains(":\(plainPort) ") }.count
-    }
-
-    /// The relayed sockets the lab's server in `namespace` holds now.
-    static func allocations(namespace: String) -> Int {
-        Shell.run(in: namespace, "ss -Hanu src 10.92.0.1").output.split(separator: "\n").filter { !$0.contains(":\(port) ") }.count
     }
 
     private func ss(_ arguments: String) -> String {

@@ -67,7 +67,7 @@ extension CallSession {
                 code: .iceGatheringFailed, isTerminal: false, canRetry: true,
                 message: "ICE gathered no local candidate (local addresses: \(configuration.localAddresses))")
         }
-        if let turn = configuration.turnServer, !candidates.contains(where: { $0.contains(" typ relay") }) {
+        if let turn = configuration.turnServer, !candidates.contains(where: { (try? ICECandidate.parse($0))?.type == .relay }) {
             // Say why there is no relayed path now, not when a network that needs one fails.
             let why = t.turnTLSTunnel?.lastFailure ?? "no answer, or an answer refusing the allocation"
             logger.warning(
