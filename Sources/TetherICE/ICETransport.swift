@@ -454,7 +454,7 @@ public final class ICETransport: @unchecked Sendable {
     }
 
     /// Stops receiving on `stream` and removes it (libnice frees its TURN allocation). GLib thread.
-    fileprivate func removeStream(_ stream: guint) {
+    func removeStream(_ stream: guint) {
         guard stream != 0 else { return }
         remoteCredentials[stream] = nil
         nice_agent_attach_recv(agent, stream, 1, context, nil, nil)
@@ -468,7 +468,7 @@ public final class ICETransport: @unchecked Sendable {
     /// lost the peer's consent (RFC 7675), media stops going out on it at once: the direct route
     /// (which bypasses libnice's own refusal) is withdrawn, and `.consentLost` is delivered.
     /// GLib thread.
-    fileprivate func componentFailed(stream: guint) {
+    func componentFailed(stream: guint) {
         guard configuration.consentFreshness, stream == mediaStream, !consentLostReported, CNice_consent_revoked(agent, stream) != 0 else {
             return
         }
@@ -487,7 +487,7 @@ public final class ICETransport: @unchecked Sendable {
 
     /// A stream selected a candidate pair. GLib thread.
     /// - Returns: whether the pair carries media now (events about other streams are dropped).
-    fileprivate func pairSelected(stream: guint, remote: UnsafeMutablePointer<NiceCandidate>) -> Bool {
+    func pairSelected(stream: guint, remote: UnsafeMutablePointer<NiceCandidate>) -> Bool {
         // A new selection comes with the peer's consent (its check just succeeded).
         if stream == signalingStream || stream == mediaStream { consentLostReported = false }
         if stream == signalingStream && stream != mediaStream {
@@ -511,7 +511,7 @@ public final class ICETransport: @unchecked Sendable {
     /// Whether a libnice gathering or state signal for `stream` concerns the stream descriptions
     /// speak for (an old stream's are ignored: its pair keeps carrying media until the new one
     /// works, and its failure is not the call's).
-    fileprivate func isCurrent(stream: guint) -> Bool { stream == signalingStream }
+    func isCurrent(stream: guint) -> Bool { stream == signalingStream }
 
     /// The local candidates gathered so far on the current stream (SDP attribute values), for a
     /// gathering that is taking long (a STUN or TURN server out of reach): the host candidates
@@ -649,7 +649,7 @@ public final class ICETransport: @unchecked Sendable {
 
     /// Publishes the route to `remote`, the remote candidate of `stream`'s selected pair (nil:
     /// withdraws the direct route). GLib thread.
-    fileprivate func publishRoute(stream: guint, to remote: UnsafeMutablePointer<NiceCandidate>?) {
+    func publishRoute(stream: guint, to remote: UnsafeMutablePointer<NiceCandidate>?) {
         var route = ICEDirectRoute(address: sockaddr_storage(), addressLength: 0, fd: -1, generation: 0, pairSelected: remote != nil)
         if let remote, let socket = nice_agent_get_selected_socket(agent, stream, 1) {
             // NULL for a relayed or TCP local candidate: those keep going through libnice.
@@ -801,11 +801,11 @@ public final class ICETransport: @unchecked Sendable {
         }
     }
 
-    fileprivate func deliver(_ event: ICETransportEvent) {
+    func deliver(_ event: ICETransportEvent) {
         eventHandler(event)
     }
 
-    fileprivate func gatheredCandidates() -> [String] {
+    func gatheredCandidates() -> [String] {
         var out: [String] = []
         guard let list = nice_agent_get_local_candidates(agent, signalingStream, 1) else { return out }
         var node: UnsafeMutablePointer<GSList>? = list
@@ -877,119 +877,4 @@ private func iceRunClosure(_ data: gpointer?) -> gboolean {
     let release = UnsafeSendableRaw(box.toOpaque())
     DispatchQueue.global(qos: .utility).async { Unmanaged<LoopClosure>.fromOpaque(release.pointer).release() }
     return 0  // G_SOURCE_REMOVE
-}
-
-/// Receive callback: runs on the GLib thread. Copies the datagram into the ring and wakes the
-/// media loop; no allocation, no lock, no ARC traffic.
-private func iceReceive(
-    _ agent: OpaquePointer?, _ stream: guint, _ component: guint, _ length: guint,
-    _ buffer: UnsafeMutablePointer<gchar>?, _ userData: gpointer?
-) {
-    guard let userData, let buffer else { return }
-    let hot = userData.assumingMemoryBound(to: ICEHotPathContext.self)
-    // RFC 7983: 20…63 is DTLS. Only during a handshake (and a close): the copy and the event are
-    // off the media path, which never sees these bytes.
-    if length > 0, UInt8(bitPattern: buffer[0]) >= 20, UInt8(bitPattern: buffer[0]) <= 63, let owner = hot.pointee.owner {
-        // At most `maximumPendingDTLSDatagrams` wait for their handler: a peer flooding DTLS
-        // bytes (a handshake is a few datagrams) is dropped here, not queued without bound.
-        let counters = hot.pointee.sendCounters
-        guard counters.pointee.dtlsPending.load(ordering: .relaxed) < ICETransport.maximumPendingDTLSDatagrams else {
-            counters.pointee.dtlsDropped.add(1, ordering: .relaxed)
-            return
-        }
-        counters.pointee.dtlsPending.add(1, ordering: .relaxed)
-        let datagram = Array(UnsafeRawBufferPointer(start: buffer, count: Int(length)))
-        Unmanaged<ICETransport>.fromOpaque(owner).takeUnretainedValue().deliver(.dtlsDatagram(datagram))
-        return
-    }
-    let now = hot.pointee.arrivalClock()
-    let pushed = hot.pointee.receiveRing._withUnsafeGuaranteedRef {
-        $0.push(UnsafeRawBufferPointer(start: buffer, count: Int(length)), arrivalNanoseconds: now)
-    }
-    if pushed {
-        _ = hot.pointee.receiveWakeup._withUnsafeGuaranteedRef { $0.signal() }
-    }
-}
-
-/// Send-queue watch: runs on the GLib thread when the media loop queued datagrams.
-private func iceSendReady(_ fd: gint, _ condition: GIOCondition, _ userData: gpointer?) -> gboolean {
-    guard let userData else { return 1 }
-    let hot = userData.assumingMemoryBound(to: ICEHotPathContext.self)
-    var value: eventfd_t = 0
-    if fd >= 0 { _ = eventfd_read(fd, &value) }
-    let agent = hot.pointee.agent
-    let stream = hot.pointee.streamID
-    let counters = hot.pointee.sendCounters
-    hot.pointee.sendRing._withUnsafeGuaranteedRef { ring in
-        while let (sent, tag) = ring.pop({ buffer, tag in
-            (nice_agent_send(agent, stream, 1, guint(buffer.count), buffer.baseAddress?.assumingMemoryBound(to: gchar.self)), tag)
-        }) {
-            guard sent >= 0 else {
-                counters.pointee.libniceFailures.add(1, ordering: .relaxed)
-                continue
-            }
-            switch tag >> 32 {
-            case 1:
-                counters.pointee.libniceRTPPackets.add(1, ordering: .relaxed)
-                counters.pointee.libniceRTPPayloadBytes.add(Int(tag & 0xFFFF_FFFF), ordering: .relaxed)
-            case 2:
-                counters.pointee.libniceRTCPPackets.add(1, ordering: .relaxed)
-            default:
-                break
-            }
-        }
-    }
-    return 1  // G_SOURCE_CONTINUE
-}
-
-private func iceGatheringDone(_ agent: OpaquePointer?, _ stream: guint, _ userData: gpointer?) {
-    let me = Unmanaged<ICETransport>.fromOpaque(userData!).takeUnretainedValue()
-    guard me.isCurrent(stream: stream) else { return }
-    me.deliver(.gatheringDone(candidates: me.gatheredCandidates()))
-}
-
-private func iceStateChanged(
-    _ agent: OpaquePointer?, _ stream: guint, _ component: guint, _ state: guint, _ userData: gpointer?
-) {
-    let me = Unmanaged<ICETransport>.fromOpaque(userData!).takeUnretainedValue()
-    if state == NICE_COMPONENT_STATE_FAILED.rawValue { me.componentFailed(stream: stream) }
-    guard me.isCurrent(stream: stream) else { return }
-    me.deliver(.componentStateChanged(ICEComponentState(rawValue: Int(state)) ?? .failed))
-}
-
-private func iceSelectedPair(
-    _ agent: OpaquePointer?, _ stream: guint, _ component: guint,
-    _ local: UnsafeMutablePointer<NiceCandidate>?, _ remote: UnsafeMutablePointer<NiceCandidate>?, _ userData: gpointer?
-) {
-    let me = Unmanaged<ICETransport>.fromOpaque(userData!).takeUnretainedValue()
-    guard let local, let remote, me.pairSelected(stream: stream, remote: remote) else { return }
-    me.deliver(
-        .selectedPairChanged(
-            ICESelectedPair(
-                local: describe(&local.pointee.addr), remote: describe(&remote.pointee.addr),
-                localType: typeName(local.pointee.type), remoteType: typeName(remote.pointee.type),
-                localBase: host(&local.pointee.base_addr))))
-}
-
-private func host(_ address: UnsafeMutablePointer<NiceAddress>) -> String {
-    var buffer = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN) + 1)
-    nice_address_to_string(address, &buffer)
-    // The text up to its terminating NUL (an address is ASCII).
-    return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-}
-
-private func describe(_ address: UnsafeMutablePointer<NiceAddress>) -> String {
-    let host = host(address)
-    let port = nice_address_get_port(address)
-    return host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
-}
-
-private func typeName(_ type: NiceCandidateType) -> String {
-    switch type {
-    case NICE_CANDIDATE_TYPE_HOST: "host"
-    case NICE_CANDIDATE_TYPE_SERVER_REFLEXIVE: "srflx"
-    case NICE_CANDIDATE_TYPE_PEER_REFLEXIVE: "prflx"
-    case NICE_CANDIDATE_TYPE_RELAYED: "relay"
-    default: "unknown"
-    }
 }
