@@ -201,6 +201,10 @@ CTetherNet_ABI CTetherNet_abi(void) {
   abi.ifa_address = IFA_ADDRESS;
   abi.ifa_local = IFA_LOCAL;
   abi.ifa_label = IFA_LABEL;
+  abi.ifa_flags = IFA_FLAGS;
+  abi.ifa_f_dadfailed = IFA_F_DADFAILED;
+  abi.ifa_f_deprecated = IFA_F_DEPRECATED;
+  abi.ifa_f_tentative = IFA_F_TENTATIVE;
   abi.ifla_ifname = IFLA_IFNAME;
   abi.iff_up = IFF_UP;
   abi.iff_running = IFF_RUNNING;

@@ -35,6 +35,8 @@ enum NetlinkABI {
     static let attributeLocal: UInt16 = 2
     /// `IFA_LABEL`: the IPv4 address label (usually the interface name).
     static let attributeLabel: UInt16 = 3
+    /// `IFA_FLAGS`: the address's flags, all 32 bits (`ifa_flags` holds only the low 8).
+    static let attributeFlags: UInt16 = 8
     /// `IFLA_IFNAME`: the interface name.
     static let attributeInterfaceName: UInt16 = 3
     /// `NLA_TYPE_MASK`: attribute type bits without `NLA_F_NESTED`/`NLA_F_NET_BYTEORDER`.
@@ -46,6 +48,14 @@ enum NetlinkABI {
     static let flagLoopback: UInt32 = 0x8
     /// `IFF_RUNNING`: operationally up (carrier).
     static let flagRunning: UInt32 = 0x40
+
+    /// `IFA_F_DADFAILED`: duplicate address detection found another host using the address.
+    static let addressFlagDADFailed: UInt32 = 0x08
+    /// `IFA_F_DEPRECATED`: past its preferred lifetime (still works; new connections avoid it).
+    static let addressFlagDeprecated: UInt32 = 0x20
+    /// `IFA_F_TENTATIVE`: duplicate address detection still running; the address cannot be
+    /// bound yet.
+    static let addressFlagTentative: UInt32 = 0x40
 
     /// `AF_INET`.
     static let familyIPv4: UInt8 = 2

@@ -120,6 +120,7 @@ public enum NetlinkMessageParser {
         }
         let family = body[0]
         let prefixLength = body[1]
+        var flags = UInt32(body[2])
         let index = body.loadUnaligned(fromByteOffset: 4, as: UInt32.self)
         let expectedLength: Int
         switch family {
@@ -135,6 +136,7 @@ public enum NetlinkMessageParser {
             case NetlinkABI.attributeLocal: local = payload
             case NetlinkABI.attributeAddress: address = payload
             case NetlinkABI.attributeLabel: label = cString(payload)
+            case NetlinkABI.attributeFlags where payload.count >= 4: flags = payload.loadUnaligned(as: UInt32.self)
             default: break
             }
         }
@@ -144,7 +146,7 @@ public enum NetlinkMessageParser {
         guard raw.count == expectedLength, let ip = IPAddress(bytes: raw) else {
             return .malformed(.badAddressLength(family: family, length: raw.count))
         }
-        let value = InterfaceAddress(interfaceIndex: index, interfaceName: label, address: ip, prefixLength: prefixLength)
+        let value = InterfaceAddress(interfaceIndex: index, interfaceName: label, address: ip, prefixLength: prefixLength, flags: flags)
         return type == NetlinkABI.newAddress ? .newAddress(value) : .deletedAddress(value)
     }
 

@@ -14,6 +14,11 @@
 /// configuration ignores are tracked but never open or extend a window. Repeated `RTM_NEWADDR` for a
 /// known address (flag updates) and `RTM_NEWLINK` for statistics or other flags only update the
 /// stored state.
+///
+/// Only usable addresses are known (``InterfaceAddress/isUsable``): an IPv6 address still in
+/// duplicate address detection cannot be bound, so it counts as added when detection ends (the
+/// kernel's `RTM_NEWADDR` without `IFA_F_TENTATIVE`), not when it appears, and one that fails
+/// detection never counts.
 public struct NetworkChangeDebouncer: Sendable {
     /// Debouncing and filtering options.
     public struct Configuration: Sendable, Equatable {
@@ -57,7 +62,7 @@ public struct NetworkChangeDebouncer: Sendable {
     /// Replaces the known state without reporting anything (the startup snapshot). Closes any
     /// open window.
     public mutating func reset(addresses: [InterfaceAddress], links: [LinkState]) {
-        addressTable = Dictionary(addresses.map { ($0.key, $0) }, uniquingKeysWith: { $1 })
+        addressTable = Dictionary(addresses.filter(\.isUsable).map { ($0.key, $0) }, uniquingKeysWith: { $1 })
         linkTable = Dictionary(links.map { ($0.interfaceIndex, $0) }, uniquingKeysWith: { $1 })
         window = nil
     }
@@ -66,7 +71,7 @@ public struct NetworkChangeDebouncer: Sendable {
     /// reports the difference like any other change (it counts as one relevant event at `now`).
     public mutating func resynchronize(addresses: [InterfaceAddress], links: [LinkState], now: UInt64) {
         openOrExtendWindow(now: now)
-        addressTable = Dictionary(addresses.map { ($0.key, $0) }, uniquingKeysWith: { $1 })
+        addressTable = Dictionary(addresses.filter(\.isUsable).map { ($0.key, $0) }, uniquingKeysWith: { $1 })
         linkTable = Dictionary(links.map { ($0.interfaceIndex, $0) }, uniquingKeysWith: { $1 })
     }
 
@@ -74,6 +79,10 @@ public struct NetworkChangeDebouncer: Sendable {
     /// error, malformed…) are ignored.
     public mutating func handle(_ event: NetlinkEvent, now: UInt64) {
         switch event {
+        case .newAddress(let address) where !address.isUsable:
+            // Tentative or a duplicate: not (or no longer) an address a socket can use.
+            if addressTable[address.key] != nil && !isIgnored(address) { openOrExtendWindow(now: now) }
+            addressTable[address.key] = nil
         case .newAddress(let address):
             if addressTable[address.key] == nil && !isIgnored(address) { openOrExtendWindow(now: now) }
             addressTable[address.key] = address

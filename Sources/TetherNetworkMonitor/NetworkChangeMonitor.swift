@@ -108,8 +108,8 @@ public final class NetworkChangeMonitor: Sendable {
         core.stop()
     }
 
-    /// The local addresses as the monitor knows them now (first dump plus every event since),
-    /// sorted by interface index then address.
+    /// The usable local addresses as the monitor knows them now (first dump plus every event
+    /// since; no tentative or duplicate IPv6 address), sorted by interface index then address.
     /// - Parameter includingLoopbackAndLinkLocal: also list 127/8, ::1, 169.254/16, fe80::/10.
     public func currentAddresses(includingLoopbackAndLinkLocal: Bool = false) -> [InterfaceAddress] {
         let all = core.snapshot.withLock { $0.addresses }

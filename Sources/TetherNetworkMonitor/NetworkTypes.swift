@@ -87,17 +87,32 @@ public struct InterfaceAddress: Sendable, Hashable, CustomStringConvertible {
     public var address: IPAddress
     /// The prefix length, in bits.
     public var prefixLength: UInt8
+    /// The kernel's `IFA_F_*` flags (`IFA_FLAGS`, or `ifa_flags` without it).
+    public var flags: UInt32
 
     /// Creates an interface address.
-    public init(interfaceIndex: UInt32, interfaceName: String? = nil, address: IPAddress, prefixLength: UInt8) {
+    public init(interfaceIndex: UInt32, interfaceName: String? = nil, address: IPAddress, prefixLength: UInt8, flags: UInt32 = 0) {
         self.interfaceIndex = interfaceIndex
         self.interfaceName = interfaceName
         self.address = address
         self.prefixLength = prefixLength
+        self.flags = flags
     }
 
     /// Whether the address is loopback or link-local (see ``IPAddress``).
     public var isLoopbackOrLinkLocal: Bool { address.isLoopback || address.isLinkLocal }
+
+    /// Whether IPv6 duplicate address detection is still running on the address
+    /// (`IFA_F_TENTATIVE`): it exists but cannot be bound yet (`EADDRNOTAVAIL`). A link that comes
+    /// back, or an address a router or DHCPv6 just gave, spends 1–2 s like this.
+    public var isTentative: Bool { flags & NetlinkABI.addressFlagTentative != 0 }
+
+    /// Whether duplicate address detection found the address in use elsewhere (`IFA_F_DADFAILED`):
+    /// it will never be usable.
+    public var isDuplicate: Bool { flags & NetlinkABI.addressFlagDADFailed != 0 }
+
+    /// Whether a socket can use the address now: neither tentative nor a duplicate.
+    public var isUsable: Bool { !isTentative && !isDuplicate }
 
     /// `"10.0.0.1/24 on eth0 (#2)"`.
     public var description: String {

@@ -11,6 +11,7 @@ enum NetlinkBuilder {
     static let IFA_ADDRESS: UInt16 = 1
     static let IFA_LOCAL: UInt16 = 2
     static let IFA_LABEL: UInt16 = 3
+    static let IFA_FLAGS: UInt16 = 8
     static let IFLA_IFNAME: UInt16 = 3
     static let IFF_UP: UInt32 = 0x1
     static let IFF_LOOPBACK: UInt32 = 0x8

@@ -26,6 +26,10 @@ struct NetlinkMessageParserTests {
         #expect(abi.ifa_address == NetlinkABI.attributeAddress)
         #expect(abi.ifa_local == NetlinkABI.attributeLocal)
         #expect(abi.ifa_label == NetlinkABI.attributeLabel)
+        #expect(abi.ifa_flags == NetlinkABI.attributeFlags)
+        #expect(abi.ifa_f_dadfailed == NetlinkABI.addressFlagDADFailed)
+        #expect(abi.ifa_f_deprecated == NetlinkABI.addressFlagDeprecated)
+        #expect(abi.ifa_f_tentative == NetlinkABI.addressFlagTentative)
         #expect(abi.ifla_ifname == NetlinkABI.attributeInterfaceName)
         #expect(abi.iff_up == NetlinkABI.flagUp)
         #expect(abi.iff_running == NetlinkABI.flagRunning)
@@ -59,6 +63,27 @@ struct NetlinkMessageParserTests {
         if case .newLink(let link) = events[2] {
             #expect(link.isOperational)
         }
+    }
+
+    @Test func readsAddressFlagsFromTheHeaderAndFromIFAFlags() {
+        // ifa_flags (8 bits) in the header: tentative (0x40).
+        let tentative = B.message(B.RTM_NEWADDR, body: [B.AF_INET6, 64, 0x40, 0] + B.bytes(UInt32(2)) + B.attribute(B.IFA_ADDRESS, v6))
+        // IFA_FLAGS (32 bits) wins over the header: permanent (0x80) only, so usable, though the
+        // header says tentative.
+        let settled = B.message(
+            B.RTM_NEWADDR, body: [B.AF_INET6, 64, 0x40, 0] + B.bytes(UInt32(2)) + B.attribute(B.IFA_ADDRESS, v6) + B.attribute(B.IFA_FLAGS, B.bytes(UInt32(0x80))))
+        // A failed duplicate address detection.
+        let duplicate = B.message(
+            B.RTM_NEWADDR, body: [B.AF_INET6, 64, 0, 0] + B.bytes(UInt32(2)) + B.attribute(B.IFA_ADDRESS, v6) + B.attribute(B.IFA_FLAGS, B.bytes(UInt32(0x08))))
+        let events = (tentative + settled + duplicate).withUnsafeBytes { NetlinkMessageParser.parse($0) }
+        let addresses = events.compactMap { event -> InterfaceAddress? in
+            if case .newAddress(let a) = event { return a }
+            return nil
+        }
+        #expect(addresses.map(\.flags) == [0x40, 0x80, 0x08])
+        #expect(addresses.map(\.isTentative) == [true, false, false])
+        #expect(addresses.map(\.isDuplicate) == [false, false, true])
+        #expect(addresses.map(\.isUsable) == [false, true, false])
     }
 
     @Test func prefersTheLocalAddressOverThePeerAddress() {

@@ -48,6 +48,36 @@ struct NetworkChangeDebouncerTests {
         #expect(change?.linksUp == [])
     }
 
+    @Test func anIPv6AddressCountsAsAddedWhenDuplicateAddressDetectionEndsNotWhenItAppears() {
+        var debouncer = debouncer()
+        let global: [UInt8] = [0xfd, 0, 0, 0x70] + [UInt8](repeating: 0, count: 11) + [1]
+        var tentative = InterfaceAddress(interfaceIndex: 2, address: .v6(global), prefixLength: 64, flags: 0x40 | 0x80)
+        debouncer.handle(.newAddress(tentative), now: ms(0))
+        #expect(debouncer.deadline == nil)
+        #expect(debouncer.addresses.count == 1)  // still only 10.0.0.1
+        // Detection over: the kernel repeats RTM_NEWADDR without IFA_F_TENTATIVE.
+        var settled = tentative
+        settled.flags = 0x80
+        debouncer.handle(.newAddress(settled), now: ms(1500))
+        settled.interfaceName = "eth0"
+        #expect(debouncer.poll(now: ms(1800)) == NetworkChange(addedAddresses: [settled]))
+        // Tentative again (the link went down and up with keep_addr_on_down): gone until it settles.
+        tentative.interfaceName = "eth0"
+        debouncer.handle(.newAddress(tentative), now: ms(5000))
+        #expect(debouncer.poll(now: ms(5300)) == NetworkChange(removedAddresses: [settled]))
+        // A failed detection never makes it usable.
+        debouncer.handle(.newAddress(InterfaceAddress(interfaceIndex: 2, address: .v6(global), prefixLength: 64, flags: 0x08)), now: ms(6000))
+        #expect(debouncer.deadline == nil)
+        #expect(!debouncer.addresses.contains { $0.address == .v6(global) })
+    }
+
+    @Test func aDumpLeavesTentativeAddressesOut() {
+        var debouncer = NetworkChangeDebouncer()
+        let global: [UInt8] = [0xfd, 0, 0, 0x70] + [UInt8](repeating: 0, count: 11) + [1]
+        debouncer.reset(addresses: [address(1), InterfaceAddress(interfaceIndex: 2, address: .v6(global), prefixLength: 64, flags: 0x40)], links: [eth0])
+        #expect(debouncer.addresses.map(\.address) == [.v4(10, 0, 0, 1)])
+    }
+
     @Test func changesThatCancelOutWithinTheWindowAreNotReported() {
         var debouncer = debouncer()
         debouncer.handle(.deletedAddress(address(1)), now: ms(0))

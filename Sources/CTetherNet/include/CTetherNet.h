@@ -67,7 +67,8 @@ typedef struct CTetherNet_ABI {
   uint32_t rtmgrp_link, rtmgrp_ipv4_ifaddr, rtmgrp_ipv6_ifaddr;
   uint16_t rtm_newlink, rtm_dellink, rtm_getlink, rtm_newaddr, rtm_deladdr, rtm_getaddr;
   uint16_t nlmsg_noop, nlmsg_error, nlmsg_done, nlmsg_overrun;
-  uint16_t ifa_address, ifa_local, ifa_label;
+  uint16_t ifa_address, ifa_local, ifa_label, ifa_flags;
+  uint32_t ifa_f_dadfailed, ifa_f_deprecated, ifa_f_tentative;
   uint16_t ifla_ifname;
   uint32_t iff_up, iff_running, iff_loopback;
   uint32_t sizeof_nlmsghdr, sizeof_ifinfomsg, sizeof_ifaddrmsg, sizeof_rtattr, sizeof_nlmsgerr;
