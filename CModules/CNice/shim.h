@@ -126,6 +126,14 @@ static inline gboolean CNice_consent_revoked(NiceAgent *agent, guint stream) {
     return revoked;
 }
 
+/* Whether an address is IPv6 link-local (fe80::/10). libnice's own nice_address_is_linklocal is
+ * not exported by Debian's libnice 0.1.21. */
+static inline gboolean CNice_address_is_ipv6_linklocal(const NiceAddress *address) {
+  if (address->s.addr.sa_family != AF_INET6) return FALSE;
+  const uint8_t *bytes = address->s.ip6.sin6_addr.s6_addr;
+  return bytes[0] == 0xfe && (bytes[1] & 0xc0) == 0x80;
+}
+
 static inline void CNice_free_candidate_list(GSList *list) {
     g_slist_free_full(list, (GDestroyNotify)nice_candidate_free);
 }

@@ -562,7 +562,13 @@ public final class ICETransport: @unchecked Sendable {
             for line in candidates {
                 var value = line.hasPrefix("a=") ? String(line.dropFirst(2)) : line
                 if !value.hasPrefix("candidate:") { value = "candidate:" + value }
+                // A peer's IPv6 link-local candidate is skipped (see `gatheredCandidates`).
                 guard let c = nice_agent_parse_remote_candidate_sdp(a, s, "a=" + value) else {
+                    outcome.withLock { $0.skipped.append(line) }
+                    continue
+                }
+                guard CNice_address_is_ipv6_linklocal(&c.pointee.addr) == 0 else {
+                    nice_candidate_free(c)
                     outcome.withLock { $0.skipped.append(line) }
                     continue
                 }
@@ -810,7 +816,12 @@ public final class ICETransport: @unchecked Sendable {
         guard let list = nice_agent_get_local_candidates(agent, signalingStream, 1) else { return out }
         var node: UnsafeMutablePointer<GSList>? = list
         while let n = node {
+            // IPv6 link-local candidates are not offered (as libwebrtc and Firefox do not): a
+            // peer can use one only on the same link and only knowing which interface (the
+            // scope id, which a candidate cannot carry), and most of them spell the hardware
+            // address out (EUI-64).
             if let cand = n.pointee.data?.assumingMemoryBound(to: NiceCandidate.self),
+                CNice_address_is_ipv6_linklocal(&cand.pointee.addr) == 0,
                 let sdp = nice_agent_generate_local_candidate_sdp(agent, cand)
             {
                 var s = String(cString: sdp)
