@@ -326,6 +326,10 @@ final class Row: @unchecked Sendable {
             try await relayOverTLS(&r)
         case .consentWithdrawn(let seconds):
             try await consentWithdrawn(&r, seconds: seconds)
+        case .ipv6LinkFlap(let seconds, let flushed):
+            try await ipv6LinkFlap(&r, seconds: seconds, flushed: flushed)
+        case .dualStackFamilySwitch:
+            try await dualStackFamilySwitch(&r)
         }
     }
 

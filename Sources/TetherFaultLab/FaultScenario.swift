@@ -48,6 +48,16 @@ public enum FaultScenario: Sendable, Hashable, CustomStringConvertible {
     /// the restart moves the call onto TURN over TLS; when the direct path is back, A's
     /// re-gather moves it off the relay again.
     case directPathDiesOntoTLSRelayAndBack
+    /// IPv6 only (no IPv4 address anywhere): A's only link goes down for `seconds`, then up.
+    /// With `flushed` (Linux's default, `keep_addr_on_down=0`) the kernel removes A's IPv6
+    /// addresses at link down, and the network gives the global one back after the link returns
+    /// (as a router advertisement or DHCPv6 does), so it is usable only once duplicate address
+    /// detection is over; without, A keeps its addresses (`keep_addr_on_down=1`).
+    case ipv6LinkFlap(seconds: Double, flushed: Bool)
+    /// Dual stack (IPv4 and IPv6 on the link): the call's family goes away on A (its address
+    /// removed, as when a network withdraws its IPv6 prefix), the call moves to the other; then
+    /// it comes back and the other goes, and the call moves back.
+    case dualStackFamilySwitch
 
     /// The whole matrix, as issue 13 describes it. `lossSeconds` shortens the random-loss row
     /// (10 minutes in full).
@@ -58,6 +68,7 @@ public enum FaultScenario: Sendable, Hashable, CustomStringConvertible {
             .blackHole(seconds: 0.5), .blackHole(seconds: 1.5), .blackHole(seconds: 5), .blackHole(seconds: 30),
             .processStopped(seconds: 10), .peerKilled, .consentWithdrawn(seconds: 35), .randomLoss(percent: 20, seconds: lossSeconds),
             .relayOnly, .relayOverTCP, .directPathDiesOntoRelay, .relayOverTLS, .directPathDiesOntoTLSRelayAndBack,
+            .ipv6LinkFlap(seconds: 1.5, flushed: false), .ipv6LinkFlap(seconds: 1.5, flushed: true), .dualStackFamilySwitch,
         ]
     }
 
@@ -83,6 +94,9 @@ public enum FaultScenario: Sendable, Hashable, CustomStringConvertible {
         case .directPathDiesOntoRelay: return "direct path dies: onto TURN"
         case .relayOverTLS: return "only TCP 443 out: TURN over TLS"
         case .directPathDiesOntoTLSRelayAndBack: return "only TCP 443 to TURN, direct path dies and returns"
+        case .ipv6LinkFlap(let d, let flushed):
+            return "IPv6 only: link down \(s(d)), addresses \(flushed ? "flushed (Linux default)" : "kept")"
+        case .dualStackFamilySwitch: return "dual stack: the call's family removed, then the other"
         }
     }
 
@@ -107,6 +121,8 @@ public enum FaultScenario: Sendable, Hashable, CustomStringConvertible {
         case .directPathDiesOntoRelay: "on the relay ≤ 1 s after detection"
         case .relayOverTLS: "set up and carried through TURN over TLS; allocations released at hang-up"
         case .directPathDiesOntoTLSRelayAndBack: "on the TLS relay ≤ 1 s after detection; off it after a re-gather once the direct path is back"
+        case .ipv6LinkFlap: "restored ≤ 1 s after the path is back (the link up, and A's address out of duplicate address detection)"
+        case .dualStackFamilySwitch: "set up on IPv6; on IPv4 ≤ 1 s after A's IPv6 address goes (audio gap ≤ 1 s); back on IPv6 likewise"
         }
     }
 
@@ -118,6 +134,8 @@ public enum FaultScenario: Sendable, Hashable, CustomStringConvertible {
         case .routeRemoved: .routed(nat: false)
         case .relayOnly, .relayOverTCP, .relayOverTLS: .relayed(direct: false)
         case .directPathDiesOntoRelay, .directPathDiesOntoTLSRelayAndBack: .relayed(direct: true)
+        case .ipv6LinkFlap: .direct(links: 1, families: .ipv6)
+        case .dualStackFamilySwitch: .direct(links: 1, families: .dual)
         default: .direct(links: 1)
         }
     }
@@ -127,7 +145,7 @@ public enum FaultScenario: Sendable, Hashable, CustomStringConvertible {
         switch self {
         case .linkFlap(let d), .routeRemoved(let d), .oneWay(let d), .blackHole(let d), .processStopped(let d): 10 + d
         case .linkLost, .peerKilled: 62
-        case .directPathDiesOntoTLSRelayAndBack: 24
+        case .directPathDiesOntoTLSRelayAndBack, .dualStackFamilySwitch: 24
         case .randomLoss(_, let d): 12 + d
         case .consentWithdrawn(let d): 16 + d
         default: 16

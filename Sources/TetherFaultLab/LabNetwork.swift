@@ -3,13 +3,24 @@ import Foundation
 /// Network namespaces the lab creates for one scenario, joined by veth pairs, and the kernel
 /// events it causes in them: links down and up, addresses added and removed, routes removed,
 /// nftables rules, conntrack flushed. Everything is deleted by `tearDown()`; nothing touches the
-/// machine's own namespace. IPv4 only (IPv6 is switched off inside, so that a link-local pair
-/// cannot quietly survive a fault meant to break the path).
+/// machine's own namespace. IPv6 is switched off inside unless the shape asks for it, so that a
+/// link-local pair cannot quietly survive a fault meant to break an IPv4 path.
 final class LabNetwork: @unchecked Sendable {
+    /// Which address families a direct shape's links carry.
+    enum Families: Sendable {
+        case ipv4
+        /// IPv6 only: link i is fd00:(70+i)::1/64 (A) ⇄ ::2 (B), plus the kernel's link-local
+        /// addresses; no IPv4 address at all.
+        case ipv6
+        /// Both: the IPv4 and the IPv6 addresses on every link.
+        case dual
+    }
+
     /// The shapes a scenario can ask for.
     enum Shape: Sendable {
-        /// A and B joined directly by `links` veth pairs: link i is 10.(70+i).0.1/24 (A) ⇄ .2 (B).
-        case direct(links: Int)
+        /// A and B joined directly by `links` veth pairs: link i is 10.(70+i).0.1/24 (A) ⇄ .2 (B)
+        /// and/or fd00:(70+i)::1/64 ⇄ ::2, by `families`.
+        case direct(links: Int, families: Families = .ipv4)
         /// A — R — B through a router namespace: A 10.80.1.2/24 (default via R), B 10.80.2.2/24
         /// (default via R). With `nat`, R masquerades A behind 10.80.2.1 with random ports and
         /// drops what B starts towards A (a NAT's filtering), so A reaches B only through its
@@ -51,15 +62,34 @@ final class LabNetwork: @unchecked Sendable {
                 tearDown()
                 throw .commandFailed(command: "wait for \(link) in \(ns)", status: -1, output: "the link did not come up within 5 s")
             }
+            // IPv6 addresses are usable once duplicate address detection is over (1–2 s).
+            if await waitAddressesSettled(ns) == nil {
+                tearDown()
+                throw .commandFailed(command: "wait for IPv6 addresses in \(ns)", status: -1, output: "still tentative after 5 s")
+            }
         }
     }
 
+    /// The IPv4 address (with prefix) of `side` (1: A, 2: B) on direct link `link`.
+    static func ipv4(link: Int, side: Int) -> String { "10.\(70 + link).0.\(side)/24" }
+    /// The IPv6 address (with prefix) of `side` (1: A, 2: B) on direct link `link`.
+    static func ipv6(link: Int, side: Int) -> String { "fd00:\(70 + link)::\(side)/64" }
+
     private func build(_ shape: Shape) throws(FaultLabError) {
-        for ns in [a, b] + (middle.map { [$0] } ?? []) { try addNamespace(ns) }
+        var ipv6 = false
+        if case .direct(_, let families) = shape, families != .ipv4 { ipv6 = true }
+        for ns in [a, b] + (middle.map { [$0] } ?? []) { try addNamespace(ns, ipv6: ipv6) }
         switch shape {
-        case .direct(let count):
+        case .direct(let count, let families):
             for i in 0..<count {
-                try veth(a, "e\(i)", "10.\(70 + i).0.1/24", b, "e\(i)", "10.\(70 + i).0.2/24")
+                switch families {
+                case .ipv4: try veth(a, "e\(i)", Self.ipv4(link: i, side: 1), b, "e\(i)", Self.ipv4(link: i, side: 2))
+                case .ipv6: try veth(a, "e\(i)", Self.ipv6(link: i, side: 1), b, "e\(i)", Self.ipv6(link: i, side: 2))
+                case .dual:
+                    try veth(a, "e\(i)", Self.ipv4(link: i, side: 1), b, "e\(i)", Self.ipv4(link: i, side: 2))
+                    try Shell.must("ip -n \(a) addr add \(Self.ipv6(link: i, side: 1)) dev e\(i)")
+                    try Shell.must("ip -n \(b) addr add \(Self.ipv6(link: i, side: 2)) dev e\(i)")
+                }
             }
         case .routed(let nat):
             let r = middle!
@@ -101,14 +131,13 @@ final class LabNetwork: @unchecked Sendable {
         }
     }
 
-    private func addNamespace(_ ns: String) throws(FaultLabError) {
+    private func addNamespace(_ ns: String, ipv6: Bool) throws(FaultLabError) {
         _ = Shell.run("ip netns del \(ns) 2>/dev/null")
         try Shell.must("ip netns add \(ns)")
         namespaces.append(ns)
+        let v6 = ipv6 ? "" : "net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1 "
         try Shell.must(
-            in: ns,
-            "ip link set lo up; sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1 "
-                + "net.ipv4.conf.all.promote_secondaries=1 net.ipv4.conf.default.promote_secondaries=1")
+            in: ns, "ip link set lo up; sysctl -qw \(v6)net.ipv4.conf.all.promote_secondaries=1 net.ipv4.conf.default.promote_secondaries=1")
     }
 
     private func veth(_ ns1: String, _ dev1: String, _ address1: String, _ ns2: String, _ dev2: String, _ address2: String) throws(FaultLabError) {
@@ -146,6 +175,18 @@ final class LabNetwork: @unchecked Sendable {
         return nil
     }
 
+    /// Waits (up to 5 s) until no address in `ns` is tentative (IPv6 duplicate address detection
+    /// over; the kernel refuses to bind a tentative address) and returns the instant it saw that,
+    /// or nil if some address still was after 5 s.
+    func waitAddressesSettled(_ ns: String) async -> Double? {
+        for _ in 0..<250 {
+            let look = monotonicSeconds()
+            if !Shell.run("ip -n \(ns) -6 -o addr show tentative").output.contains("inet6") { return look }
+            await pause(0.02)
+        }
+        return nil
+    }
+
     /// Deletes every namespace (and with them their links and rules). Idempotent.
     func tearDown() {
         for ns in namespaces.reversed() { _ = Shell.run("ip netns del \(ns)") }
@@ -175,16 +216,20 @@ final class LabNetwork: @unchecked Sendable {
     }
 
     /// Drops UDP in `ns`: inbound, outbound or both, optionally only a random `percent` of it,
-    /// optionally only to and from `peer`.
-    func dropUDP(_ ns: String, table: String, input: Bool = true, output: Bool = true, percent: Int? = nil, peer: String? = nil) throws(FaultLabError) {
+    /// optionally only to and from `peer`, optionally only of one family (`"ip"` or `"ip6"`).
+    func dropUDP(
+        _ ns: String, table: String, input: Bool = true, output: Bool = true, percent: Int? = nil, peer: String? = nil, family: String? = nil
+    ) throws(FaultLabError) {
         let sample = percent.map { "numgen random mod 100 < \($0) " } ?? ""
+        let peerFamily = peer.map { $0.contains(":") ? "ip6" : "ip" }
+        let only = family.map { "meta nfproto \($0 == "ip6" ? "ipv6" : "ipv4") " } ?? ""
         var chains = ""
         if input {
-            let match = peer.map { "ip saddr \($0) " } ?? ""
+            let match = only + (peer.map { "\(peerFamily!) saddr \($0) " } ?? "")
             chains += "chain in { type filter hook input priority 0; policy accept; \(match)meta l4proto udp \(sample)drop; }\n"
         }
         if output {
-            let match = peer.map { "ip daddr \($0) " } ?? ""
+            let match = only + (peer.map { "\(peerFamily!) daddr \($0) " } ?? "")
             chains += "chain out { type filter hook output priority 0; policy accept; \(match)meta l4proto udp \(sample)drop; }\n"
         }
         try nft(ns, table: table, chains)
