@@ -25,7 +25,9 @@ extension Row {
             throw .commandFailed(command: "ip link set e0 up", status: -1, output: "e0 not operational within 5 s")
         }
         if flushed { try net.run(net.a, "ip addr add \(global) dev e0") }
-        guard let back = await net.waitAddressesSettled(net.a) else {
+        // Back when A's global address is usable again (its link-local one may settle later; the
+        // call does not use it).
+        guard let back = await net.waitAddressesSettled(net.a, address: global) else {
             throw .commandFailed(command: "wait for A's IPv6 addresses", status: -1, output: "still tentative 5 s after the link came back")
         }
         r.measurements["link operational after up"] = operational - up
@@ -64,7 +66,7 @@ extension Row {
         for (round, (gone, other)) in [(v6, v4), (v4, v6)].enumerated() {
             if round == 1 {
                 try net.run(net.a, "ip addr add \(v6) dev e0")
-                _ = await net.waitAddressesSettled(net.a)
+                _ = await net.waitAddressesSettled(net.a, address: v6)
                 await pause(1)
             }
             let goneFamily = gone.contains(":") ? "IPv6" : "IPv4"

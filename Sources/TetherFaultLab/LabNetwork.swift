@@ -177,11 +177,18 @@ final class LabNetwork: @unchecked Sendable {
 
     /// Waits (up to 5 s) until no address in `ns` is tentative (IPv6 duplicate address detection
     /// over; the kernel refuses to bind a tentative address) and returns the instant it saw that,
-    /// or nil if some address still was after 5 s.
-    func waitAddressesSettled(_ ns: String) async -> Double? {
+    /// or nil if some address still was after 5 s. With `address` (as `ip` prints it, with its
+    /// prefix), only that one counts, and it must be there.
+    func waitAddressesSettled(_ ns: String, address: String? = nil) async -> Double? {
         for _ in 0..<250 {
             let look = monotonicSeconds()
-            if !Shell.run("ip -n \(ns) -6 -o addr show tentative").output.contains("inet6") { return look }
+            let tentative = Shell.run("ip -n \(ns) -6 -o addr show tentative").output
+            if let address {
+                let all = Shell.run("ip -n \(ns) -6 -o addr show").output
+                if all.contains(" \(address) ") && !tentative.contains(" \(address) ") { return look }
+            } else if !tentative.contains("inet6") {
+                return look
+            }
             await pause(0.02)
         }
         return nil

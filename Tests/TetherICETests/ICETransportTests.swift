@@ -214,6 +214,20 @@ struct ICETransportTests {
         }
     }
 
+    @Test func aPeersIPv6LinkLocalCandidatesAreSkipped() throws {
+        let a = try Peer(controlling: true)
+        defer { a.transport.close() }
+        _ = try a.gather()
+        let linkLocal = "candidate:2 1 UDP 2015363583 fe80::860:9aff:fecf:e72b 51574 typ host"
+        let global = "candidate:1 1 UDP 2015363327 fd00:70::2 58477 typ host"
+        let skipped = try a.transport.setRemote(ufrag: "abcd", password: "0123456789012345678901", candidates: [global, linkLocal])
+        #expect(skipped == 1)
+        // Only link-local: nothing usable, said so.
+        #expect(throws: ICETransportError.invalidRemoteCandidate(linkLocal)) {
+            try a.transport.setRemote(ufrag: "abcd", password: "0123456789012345678901", candidates: [linkLocal])
+        }
+    }
+
     @Test func nonLiteralLocalAddressIsRejected() {
         #expect(throws: ICETransportError.invalidLocalAddress("not-an-address")) {
             _ = try ICETransport(

@@ -66,6 +66,54 @@ struct NetworkChangeMonitorTests {
         }
     }
 
+    /// The kernel's own duplicate address detection: an IPv6 address added to an operational
+    /// link is tentative for 1–2 s, and the change naming it comes only once the kernel reports
+    /// it settled (before that, a socket could not bind it).
+    @Test(
+        .enabled(if: getuid() == 0, "needs root for ip netns"),
+        .enabled(if: ipCommand != nil, "needs iproute2"))
+    func anIPv6AddressIsReportedOnceDuplicateAddressDetectionIsOver() throws {
+        let namespace = "tether-nm6-\(UInt32.random(in: 0...UInt32.max))"
+        try #require(try ip("netns", "add", namespace) == 0)
+        defer { _ = try? ip("netns", "del", namespace) }
+        try #require(try ip("-n", namespace, "link", "add", "v0", "type", "veth", "peer", "name", "v1") == 0)
+        try #require(try ip("-n", namespace, "link", "set", "v0", "up") == 0)
+        try #require(try ip("-n", namespace, "link", "set", "v1", "up") == 0)
+        let collector = ChangeCollector()
+        let monitor = try NetworkChangeMonitor(
+            configuration: .init(debounceMilliseconds: 100, networkNamespacePath: "/var/run/netns/\(namespace)")
+        ) { collector.receive($0) }
+        defer { monitor.stop() }
+        let deadline = CTetherNet_monotonic_nanoseconds() + 5_000_000_000
+        while monitor.currentLinks().filter({ ["v0", "v1"].contains($0.interfaceName) && $0.isOperational }).count < 2,
+            CTetherNet_monotonic_nanoseconds() < deadline
+        {
+            usleep(10_000)
+        }
+        while collector.next(timeoutMilliseconds: 400) != nil {}
+
+        try #require(try ip("-n", namespace, "addr", "add", "fd00:77::1/64", "dev", "v0") == 0)
+        // Whether the kernel still calls it tentative when the change arrives: it must not.
+        let change = try #require(collector.next(timeoutMilliseconds: 10_000))
+        let listing = try Self.output("-n", namespace, "-6", "-o", "addr", "show", "dev", "v0", "tentative")
+        #expect(change.addedAddresses.map(\.address.description) == ["fd00:77::1"])
+        #expect(!listing.contains("fd00:77::1"), "the change came while the address was tentative: \(listing)")
+        #expect(monitor.currentAddresses().map(\.address.description) == ["fd00:77::1"])
+    }
+
+    /// Runs `ip ARGS…` and returns what it printed.
+    static func output(_ arguments: String...) throws -> String {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: ipCommand!)
+        process.arguments = arguments
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        try process.run()
+        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return String(decoding: data, as: UTF8.self)
+    }
+
     /// Creates a private network namespace with a veth pair, watches it, and changes addresses
     /// and links inside it. Never touches the machine's own namespace.
     @Test(
