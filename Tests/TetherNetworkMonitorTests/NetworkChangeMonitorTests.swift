@@ -51,6 +51,40 @@ final class ChangeCollector: Sendable {
     }
 }
 
+/// A private network namespace with an operational veth pair (v0, v1), watched by a monitor
+/// (debounce 100 ms) whose changes so far have gone by. Never touches the machine's namespace.
+final class WatchedNamespace {
+    let name: String
+    let collector = ChangeCollector()
+    var monitor: NetworkChangeMonitor!
+
+    init(prefix: String) throws {
+        name = "\(prefix)-\(UInt32.random(in: 0...UInt32.max))"
+        try #require(try ip("netns", "add", name) == 0)
+        try #require(try ip("-n", name, "link", "add", "v0", "type", "veth", "peer", "name", "v1") == 0)
+        try #require(try ip("-n", name, "link", "set", "v0", "up") == 0)
+        try #require(try ip("-n", name, "link", "set", "v1", "up") == 0)
+        let collector = collector
+        monitor = try NetworkChangeMonitor(
+            configuration: .init(debounceMilliseconds: 100, networkNamespacePath: "/var/run/netns/\(name)")
+        ) { collector.receive($0) }
+        // The kernel may report the pair's carrier after the monitor started (linkwatch defers
+        // it): wait until both ends are operational, then let that change (if any) go by, so the
+        // steps after each see exactly their own change.
+        let deadline = CTetherNet_monotonic_nanoseconds() + 5_000_000_000
+        while operationalEnds < 2, CTetherNet_monotonic_nanoseconds() < deadline { usleep(10_000) }
+        try #require(operationalEnds == 2)
+        while collector.next(timeoutMilliseconds: 400) != nil {}
+    }
+
+    var operationalEnds: Int { monitor.currentLinks().filter { ["v0", "v1"].contains($0.interfaceName) && $0.isOperational }.count }
+
+    deinit {
+        monitor?.stop()
+        _ = try? ip("netns", "del", name)
+    }
+}
+
 @Suite(.serialized, .timeLimit(.minutes(1)))
 struct NetworkChangeMonitorTests {
     @Test func oneShotDumpListsLoopbackOfThisNamespaceOnlyWhenAsked() throws {
@@ -73,25 +107,9 @@ struct NetworkChangeMonitorTests {
         .enabled(if: getuid() == 0, "needs root for ip netns"),
         .enabled(if: ipCommand != nil, "needs iproute2"))
     func anIPv6AddressIsReportedOnceDuplicateAddressDetectionIsOver() throws {
-        let namespace = "tether-nm6-\(UInt32.random(in: 0...UInt32.max))"
-        try #require(try ip("netns", "add", namespace) == 0)
-        defer { _ = try? ip("netns", "del", namespace) }
-        try #require(try ip("-n", namespace, "link", "add", "v0", "type", "veth", "peer", "name", "v1") == 0)
-        try #require(try ip("-n", namespace, "link", "set", "v0", "up") == 0)
-        try #require(try ip("-n", namespace, "link", "set", "v1", "up") == 0)
-        let collector = ChangeCollector()
-        let monitor = try NetworkChangeMonitor(
-            configuration: .init(debounceMilliseconds: 100, networkNamespacePath: "/var/run/netns/\(namespace)")
-        ) { collector.receive($0) }
-        defer { monitor.stop() }
-        let deadline = CTetherNet_monotonic_nanoseconds() + 5_000_000_000
-        while monitor.currentLinks().filter({ ["v0", "v1"].contains($0.interfaceName) && $0.isOperational }).count < 2,
-            CTetherNet_monotonic_nanoseconds() < deadline
-        {
-            usleep(10_000)
-        }
-        while collector.next(timeoutMilliseconds: 400) != nil {}
-
+        let watched = try WatchedNamespace(prefix: "tether-nm6")
+        defer { withExtendedLifetime(watched) {} }  // the namespace lives to the test's end
+        let (namespace, collector, monitor) = (watched.name, watched.collector, watched.monitor!)
         try #require(try ip("-n", namespace, "addr", "add", "fd00:77::1/64", "dev", "v0") == 0)
         // Whether the kernel still calls it tentative when the change arrives: it must not.
         let change = try #require(collector.next(timeoutMilliseconds: 10_000))
@@ -120,29 +138,9 @@ struct NetworkChangeMonitorTests {
         .enabled(if: getuid() == 0, "needs root for ip netns"),
         .enabled(if: ipCommand != nil, "needs iproute2"))
     func deliversDebouncedAddressAndLinkChangesFromANamespace() throws {
-        let namespace = "tether-nm-\(UInt32.random(in: 0...UInt32.max))"
-        try #require(try ip("netns", "add", namespace) == 0)
-        defer { _ = try? ip("netns", "del", namespace) }
-        try #require(try ip("-n", namespace, "link", "add", "v0", "type", "veth", "peer", "name", "v1") == 0)
-        try #require(try ip("-n", namespace, "link", "set", "v0", "up") == 0)
-        try #require(try ip("-n", namespace, "link", "set", "v1", "up") == 0)
-
-        let collector = ChangeCollector()
-        let monitor = try NetworkChangeMonitor(
-            configuration: .init(debounceMilliseconds: 100, networkNamespacePath: "/var/run/netns/\(namespace)")
-        ) { collector.receive($0) }
-        defer { monitor.stop() }
-        // The kernel may report the pair's carrier after the monitor started (linkwatch defers
-        // it): wait until both ends are operational, then let that change (if any) go by, so the
-        // steps below each see exactly their own change.
-        let deadline = CTetherNet_monotonic_nanoseconds() + 5_000_000_000
-        while monitor.currentLinks().filter({ ["v0", "v1"].contains($0.interfaceName) && $0.isOperational }).count < 2,
-            CTetherNet_monotonic_nanoseconds() < deadline
-        {
-            usleep(10_000)
-        }
-        try #require(monitor.currentLinks().filter { ["v0", "v1"].contains($0.interfaceName) && $0.isOperational }.count == 2)
-        while collector.next(timeoutMilliseconds: 400) != nil {}
+        let watched = try WatchedNamespace(prefix: "tether-nm")
+        defer { withExtendedLifetime(watched) {} }  // the namespace lives to the test's end
+        let (namespace, collector, monitor) = (watched.name, watched.collector, watched.monitor!)
         let changesBefore = monitor.statistics().changesDelivered
         #expect(monitor.currentAddresses().isEmpty)  // only link-local so far, filtered
 
