@@ -16,6 +16,10 @@ typedef void (*CNice_StateChangedFunc)(NiceAgent *agent, guint stream_id, guint 
 typedef void (*CNice_SelectedPairFunc)(NiceAgent *agent, guint stream_id, guint component_id,
                                        NiceCandidate *lcand, NiceCandidate *rcand, gpointer user_data);
 
+typedef void (*CNice_NewCandidateFunc)(NiceAgent *agent, NiceCandidate *candidate, gpointer user_data);
+static inline gulong CNice_connect_new_candidate(NiceAgent *agent, CNice_NewCandidateFunc fn, gpointer data) {
+    return g_signal_connect_data(agent, "new-candidate-full", G_CALLBACK(fn), data, NULL, (GConnectFlags)0);
+}
 static inline gulong CNice_connect_gathering_done(NiceAgent *agent, CNice_GatheringDoneFunc fn, gpointer data) {
     return g_signal_connect_data(agent, "candidate-gathering-done", G_CALLBACK(fn), data, NULL, (GConnectFlags)0);
 }

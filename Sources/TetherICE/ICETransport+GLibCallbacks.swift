@@ -76,6 +76,12 @@ func iceGatheringDone(_ agent: OpaquePointer?, _ stream: guint, _ userData: gpoi
     me.deliver(.gatheringDone(candidates: me.gatheredCandidates()))
 }
 
+func iceNewCandidate(_ agent: OpaquePointer?, _ candidate: UnsafeMutablePointer<NiceCandidate>?, _ userData: gpointer?) {
+    let me = Unmanaged<ICETransport>.fromOpaque(userData!).takeUnretainedValue()
+    guard let candidate, me.isCurrent(stream: candidate.pointee.stream_id), let line = me.candidateLine(candidate) else { return }
+    me.deliver(.candidateGathered(line))
+}
+
 func iceStateChanged(
     _ agent: OpaquePointer?, _ stream: guint, _ component: guint, _ state: guint, _ userData: gpointer?
 ) {

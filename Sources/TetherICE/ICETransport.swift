@@ -252,6 +252,7 @@ public final class ICETransport: @unchecked Sendable {
         let me = Unmanaged.passUnretained(self).toOpaque()
         hot.pointee.owner = me
         _ = CNice_connect_gathering_done(a, iceGatheringDone, me)
+        _ = CNice_connect_new_candidate(a, iceNewCandidate, me)
         _ = CNice_connect_state_changed(a, iceStateChanged, me)
         _ = CNice_connect_selected_pair(a, iceSelectedPair, me)
         nice_agent_attach_recv(a, stream, 1, context, iceReceive, UnsafeMutableRawPointer(hot))
@@ -558,26 +559,10 @@ public final class ICETransport: @unchecked Sendable {
                 return
             }
             me.transport.remoteCredentials[s] = (ufrag, password)
-            var list: UnsafeMutablePointer<GSList>?
-            for line in candidates {
-                var value = line.hasPrefix("a=") ? String(line.dropFirst(2)) : line
-                if !value.hasPrefix("candidate:") { value = "candidate:" + value }
-                // A peer's IPv6 link-local candidate is skipped (see `gatheredCandidates`).
-                guard let c = nice_agent_parse_remote_candidate_sdp(a, s, "a=" + value) else {
-                    outcome.withLock { $0.skipped.append(line) }
-                    continue
-                }
-                guard CNice_address_is_ipv6_linklocal(&c.pointee.addr) == 0 else {
-                    nice_candidate_free(c)
-                    outcome.withLock { $0.skipped.append(line) }
-                    continue
-                }
-                list = g_slist_append(list, c)
-            }
-            if list != nil {
-                let n = nice_agent_set_remote_candidates(a, s, 1, list)
-                CNice_free_candidate_list(list)
-                if n < 0 { outcome.withLock { $0.error = .remoteRejected("candidates") } }
+            let (skipped, refused) = me.transport.addRemoteOnLoop(candidates, stream: s)
+            outcome.withLock {
+                $0.skipped = skipped
+                if refused { $0.error = .remoteRejected("candidates") }
             }
         }
         guard done.wait(untilMonotonicNanoseconds: MonotonicClock.nanoseconds() + 5_000_000_000) else {
@@ -589,6 +574,59 @@ public final class ICETransport: @unchecked Sendable {
             throw .invalidRemoteCandidate(first)
         }
         return skipped.count
+    }
+
+    /// Adds candidates the peer trickled (RFC 8838; SDP attribute values, with or without the
+    /// `a=` and `candidate:` prefixes) to the current stream, after its credentials were set
+    /// with `setRemote`: checks start on the new pairs. Runs on the GLib thread; returns once
+    /// applied.
+    /// - Returns: how many candidates were skipped (mDNS names, IPv6 link-local, unparsable).
+    /// - Throws: when libnice refuses them, or none of several candidates is usable.
+    @discardableResult
+    public func addRemoteCandidates(_ candidates: [String]) throws(ICETransportError) -> Int {
+        guard !closed.load(ordering: .acquiring) else { throw .closed }
+        let me = UnsafeSendableTransport(self)
+        let outcome = Mutex<(skipped: [String], refused: Bool)?>(nil)
+        let done = Wakeup()
+        onLoopThread {
+            defer { done.signal() }
+            let result = me.transport.addRemoteOnLoop(candidates, stream: me.transport.signalingStream)
+            outcome.withLock { $0 = result }
+        }
+        guard done.wait(untilMonotonicNanoseconds: MonotonicClock.nanoseconds() + 5_000_000_000), let (skipped, refused) = outcome.withLock({ $0 }) else {
+            throw .remoteRejected("the ICE thread did not answer within 5 s")
+        }
+        if refused { throw .remoteRejected("candidates") }
+        if !candidates.isEmpty && skipped.count == candidates.count, let first = skipped.first {
+            throw .invalidRemoteCandidate(first)
+        }
+        return skipped.count
+    }
+
+    /// Parses `candidates` and gives the usable ones to libnice for `stream`. GLib thread.
+    /// - Returns: the lines skipped (unparsable, or IPv6 link-local: see `candidateLine`), and
+    ///   whether libnice refused the rest.
+    func addRemoteOnLoop(_ candidates: [String], stream: guint) -> (skipped: [String], refused: Bool) {
+        var skipped: [String] = []
+        var list: UnsafeMutablePointer<GSList>?
+        for line in candidates {
+            var value = line.hasPrefix("a=") ? String(line.dropFirst(2)) : line
+            if !value.hasPrefix("candidate:") { value = "candidate:" + value }
+            guard let c = nice_agent_parse_remote_candidate_sdp(agent, stream, "a=" + value) else {
+                skipped.append(line)
+                continue
+            }
+            guard CNice_address_is_ipv6_linklocal(&c.pointee.addr) == 0 else {
+                nice_candidate_free(c)
+                skipped.append(line)
+                continue
+            }
+            list = g_slist_append(list, c)
+        }
+        guard list != nil else { return (skipped, false) }
+        let n = nice_agent_set_remote_candidates(agent, stream, 1, list)
+        CNice_free_candidate_list(list)
+        return (skipped, n < 0)
     }
 
     /// Whether a candidate pair is selected on the current stream, so `send` has somewhere to
@@ -816,23 +854,28 @@ public final class ICETransport: @unchecked Sendable {
         guard let list = nice_agent_get_local_candidates(agent, signalingStream, 1) else { return out }
         var node: UnsafeMutablePointer<GSList>? = list
         while let n = node {
-            // IPv6 link-local candidates are not offered (as libwebrtc and Firefox do not): a
-            // peer can use one only on the same link and only knowing which interface (the
-            // scope id, which a candidate cannot carry), and most of them spell the hardware
-            // address out (EUI-64).
-            if let cand = n.pointee.data?.assumingMemoryBound(to: NiceCandidate.self),
-                CNice_address_is_ipv6_linklocal(&cand.pointee.addr) == 0,
-                let sdp = nice_agent_generate_local_candidate_sdp(agent, cand)
-            {
-                var s = String(cString: sdp)
-                g_free(sdp)
-                if s.hasPrefix("a=") { s.removeFirst(2) }
-                out.append(s)
+            if let cand = n.pointee.data?.assumingMemoryBound(to: NiceCandidate.self), let line = candidateLine(cand) {
+                out.append(line)
             }
             node = n.pointee.next
         }
         CNice_free_candidate_list(list)
         return out
+    }
+
+    /// A local candidate as an SDP attribute value (`candidate:…`), or nil for one that is not
+    /// offered: IPv6 link-local candidates (as libwebrtc and Firefox do not offer them), which a
+    /// peer can use only on the same link and only knowing which interface (the scope id, which
+    /// a candidate cannot carry), and most of which spell the hardware address out (EUI-64).
+    /// GLib thread.
+    func candidateLine(_ candidate: UnsafeMutablePointer<NiceCandidate>) -> String? {
+        guard CNice_address_is_ipv6_linklocal(&candidate.pointee.addr) == 0,
+            let sdp = nice_agent_generate_local_candidate_sdp(agent, candidate)
+        else { return nil }
+        var s = String(cString: sdp)
+        g_free(sdp)
+        if s.hasPrefix("a=") { s.removeFirst(2) }
+        return s
     }
 }
 

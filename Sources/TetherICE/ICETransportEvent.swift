@@ -2,6 +2,11 @@
 public enum ICETransportEvent: Sendable, Equatable {
     /// Gathering finished; the local candidates as SDP attribute values (`candidate:…`).
     case gatheringDone(candidates: [String])
+    /// One local candidate was gathered on the current stream (SDP attribute value,
+    /// `candidate:…`), as libnice found it: host candidates at once, server-reflexive and relayed
+    /// ones as their servers answer. For trickle ICE (RFC 8838); `gatheringDone` still follows
+    /// with all of them. IPv6 link-local candidates are not reported (see `localCandidates()`).
+    case candidateGathered(String)
     /// The component changed state.
     case componentStateChanged(ICEComponentState)
     /// A pair was selected and carries media now.

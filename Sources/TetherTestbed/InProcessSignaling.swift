@@ -5,8 +5,10 @@ import TetherRealtime
 
 /// Carries two in-process sessions' descriptions to each other, as an embedder's signaling
 /// would: every `.localDescription` event of one side goes to the other (offers to
-/// `acceptOffer`, answers to `applyAnswer`), optionally through a UDP impairment relay (the
-/// candidates are rewritten to the relay's ports and the relay is told the real addresses).
+/// `acceptOffer`, answers to `applyAnswer`), and every trickled candidate (`.localCandidate`)
+/// to `addRemoteCandidate`, optionally through a UDP impairment relay (the descriptions'
+/// candidates are rewritten to the relay's ports and the relay is told the real addresses;
+/// trickled candidates are not rewritten).
 ///
 /// It consumes both sessions' `events` streams and hands every event to `observer`.
 public final class InProcessSignaling: Sendable {
@@ -57,6 +59,13 @@ public final class InProcessSignaling: Sendable {
             observer(side, event)
             if case .localDescription(let message) = event {
                 await deliver(message, from: side)
+            }
+            if case .localCandidate(let message) = event {
+                do {
+                    try await (side == .a ? b : a).addRemoteCandidate(message)
+                } catch {
+                    problems.withLock { $0.append("\(side == .a ? "B" : "A") refused a trickled candidate: \(error)") }
+                }
             }
         }
     }

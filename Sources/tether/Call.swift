@@ -10,9 +10,9 @@ struct Call: AsyncParsableCommand {
         discussion: """
             Every line printed on stdout is one JSON object with a "type" field. Deliver every line verbatim to the peer's stdin (by any transport); each side ignores the types it does not use. Logs go to stderr (--log-level, --log-format text or json), each message with the call's call-id (--call-id, or a random UUID).
 
-            Printed types: offer and answer (sdp, restart); state (state, seconds, and on ended: cause, causeCode, sipCode, errorCode); error (code, terminal, retryable, message); statistics (with direction, localHold, remoteHold and DTMF counts); pair (local, remote, localType, remoteType); outbound (disrupted); device (direction, event); hold-state (local, remote, direction) when who holds the call changes; dtmf-received (digit, durationMs) for each digit the peer sent; report (the call's report, CallReport's fields: set-up, duration, end, disruptions, paths, devices, quality) once, after the ended state line.
+            Printed types: offer and answer (sdp, restart); candidate (with --trickle: candidate, sdpMid, sdpMLineIndex, usernameFragment, as WebRTC's RTCIceCandidateInit; an empty candidate ends them); state (state, seconds, and on ended: cause, causeCode, sipCode, errorCode); error (code, terminal, retryable, message); statistics (with direction, localHold, remoteHold and DTMF counts); pair (local, remote, localType, remoteType); outbound (disrupted); device (direction, event); hold-state (local, remote, direction) when who holds the call changes; dtmf-received (digit, durationMs) for each digit the peer sent; report (the call's report, CallReport's fields: set-up, duration, end, disruptions, paths, devices, quality) once, after the ended state line.
 
-            Read on stdin: the peer's offer and answer lines; {"type":"hangup"} (optionally with sipCode and sipPhrase), {"type":"mute"}, {"type":"unmute"}, {"type":"renew"} (renew the media path on fresh candidates), {"type":"hold"}, {"type":"resume"} (RFC 3264 hold: a re-offer), {"type":"dtmf","digits":"123#"} (optionally toneMs, gapMs; RFC 4733 events), or the bare words hangup, mute, unmute, renew, hold, resume, and dtmf DIGITS. End of input hangs up.
+            Read on stdin: the peer's offer, answer and candidate lines (a null or empty candidate is its end of candidates); {"type":"hangup"} (optionally with sipCode and sipPhrase), {"type":"mute"}, {"type":"unmute"}, {"type":"renew"} (renew the media path on fresh candidates), {"type":"hold"}, {"type":"resume"} (RFC 3264 hold: a re-offer), {"type":"dtmf","digits":"123#"} (optionally toneMs, gapMs; RFC 4733 events), or the bare words hangup, mute, unmute, renew, hold, resume, and dtmf DIGITS. End of input hangs up.
 
             A first offer or answer that cannot be negotiated prints an error line with its code (3001 malformed, 3002 incompatible) and ends the call with cause "error" and that errorCode; a bad restart description prints a non-terminal error line and the call goes on.
 
@@ -54,6 +54,9 @@ struct Call: AsyncParsableCommand {
 
     @Flag(help: "ICE consent freshness (RFC 7675): stop sending on a pair whose peer stops answering consent checks, and renew the path (off by default: Debian 12's libnice gives up on consent after 10 s, not 30).")
     var consentFreshness = false
+
+    @Flag(help: "Trickle ICE (RFC 8838): send the offer (or the answer to an offer that advertises trickle) at once with the host candidates, and the rest as candidate lines, then one with an empty candidate (the end). The peer's candidate lines are taken either way.")
+    var trickle = false
 
     @Option(help: "Opus frame duration in milliseconds (10, 20, 40, 60).")
     var ptime: Int = 20
@@ -156,6 +159,7 @@ struct Call: AsyncParsableCommand {
         c.audioSink = try AudioEndpointSpec.sink(output, periodMilliseconds: period)
         c.requiresCapture = requireCapture
         c.consentFreshness = consentFreshness
+        c.trickleICE = trickle
         c.voiceProcessing = voice.settings(for: c.audioSource)
         c.opus = OpusSettings(frameDurationMilliseconds: ptime)
         c.keying = keying
@@ -217,6 +221,11 @@ struct Call: AsyncParsableCommand {
             case .holdChanged(let hold):
                 let direction = session.statistics().direction
                 output.write(["type": "hold-state", "local": hold.local, "remote": hold.remote, "direction": direction])
+            case .localCandidate(let c):
+                var line: [String: Any] = ["type": "candidate", "candidate": c.candidate, "sdpMLineIndex": c.sdpMLineIndex ?? 0]
+                if let mid = c.sdpMid { line["sdpMid"] = mid }
+                if let fragment = c.usernameFragment { line["usernameFragment"] = fragment }
+                output.write(line)
             }
         }
     }
@@ -265,6 +274,12 @@ struct Call: AsyncParsableCommand {
                     do { try await session.applyAnswer(sdp) } catch {
                         await Self.negotiationFailed(error, session: session, outcome: outcome, output: output, log: log)
                     }
+                case "candidate":
+                    // RTCIceCandidateInit's shape; a null or empty candidate ends them.
+                    let message = ICECandidateMessage(
+                        candidate: object["candidate"] as? String ?? "", sdpMid: object["sdpMid"] as? String,
+                        sdpMLineIndex: object["sdpMLineIndex"] as? Int, usernameFragment: object["usernameFragment"] as? String)
+                    do { try await session.addRemoteCandidate(message) } catch { refused(error, output: output, log: log) }
                 case "hangup":
                     await session.hangUp(sipCode: object["sipCode"] as? Int, sipPhrase: object["sipPhrase"] as? String)
                 case "mute":

@@ -227,6 +227,8 @@ final class Timeline: Sendable {
             note(side, "received DTMF \(digit) (\(milliseconds) ms)")
         case .holdChanged(let hold):
             note(side, "\(hold)")
+        case .localCandidate(let c):
+            note(side, c.isEndOfCandidates ? "end of candidates" : "trickled \(c.candidate)")
         }
     }
 }

@@ -39,6 +39,16 @@ public struct CallConfiguration: Sendable {
     /// renewal every minute or so (the fault matrix's 90 s loss row left `established` seven
     /// times). Peers' consent checks are answered either way, as browsers require.
     public var consentFreshness: Bool = false
+    /// Trickle ICE (RFC 8838/8840): the offer, and the answer to an offer that advertises
+    /// trickle, leave at once with the candidates found so far (host candidates, in
+    /// milliseconds) and `a=ice-options:trickle`; each later candidate, and then the end of
+    /// candidates, comes as a `CallEvent.localCandidate` to deliver to the peer. A slow or
+    /// unreachable STUN or TURN server then no longer delays the call's set-up. Turn it on only
+    /// where the signaling carries candidates and the peer takes them (browsers, Tether): the
+    /// offer itself does not ask. An offer without `ice-options:trickle` is answered in full
+    /// either way, and the peer's trickled candidates (`addRemoteCandidate(_:)`) are always
+    /// taken. Restart descriptions always carry their candidates complete.
+    public var trickleICE: Bool = false
     /// SRTP suites to offer, most preferred first. Must include `AES_CM_128_HMAC_SHA1_80`.
     public var srtpSuites: [SRTPSuite]
     /// Jitter-buffer playout delay in milliseconds (at least one frame): how long the first

@@ -1,3 +1,4 @@
+import Foundation
 import TetherAudio
 
 /// What a `CallSession` reports on its `events` stream, in order.
@@ -24,6 +25,36 @@ public enum CallEvent: Sendable {
     case dtmf(digit: Character, durationMilliseconds: Int)
     /// Who holds the call changed (a hold or resume of either side was answered).
     case holdChanged(HoldState)
+    /// Trickle ICE (`CallConfiguration.trickleICE`): a local candidate found after the
+    /// description left, or (``ICECandidateMessage/isEndOfCandidates``) the end of them, to
+    /// deliver to the peer after that description.
+    case localCandidate(ICECandidateMessage)
+}
+
+/// One trickled ICE candidate (RFC 8838), in the shape of WebRTC's `RTCIceCandidateInit`, so it
+/// goes to and from a browser as it is: `candidate` is the SDP attribute value
+/// (`candidate:1 1 UDP 2015363327 192.0.2.1 49152 typ host`), or empty for the end of
+/// candidates.
+public struct ICECandidateMessage: Sendable, Equatable, Codable {
+    /// `candidate:…`, or empty: end of candidates.
+    public var candidate: String
+    /// The media section's `a=mid` (`"0"` when the description has one, as a DTLS one does).
+    public var sdpMid: String?
+    /// The media section's index in the description (Tether's audio is the first).
+    public var sdpMLineIndex: Int?
+    /// The ICE username fragment of the description the candidate belongs to: a candidate of an
+    /// earlier one (before an ICE restart) is ignored.
+    public var usernameFragment: String?
+
+    public init(candidate: String, sdpMid: String? = nil, sdpMLineIndex: Int? = 0, usernameFragment: String? = nil) {
+        self.candidate = candidate
+        self.sdpMid = sdpMid
+        self.sdpMLineIndex = sdpMLineIndex
+        self.usernameFragment = usernameFragment
+    }
+
+    /// Whether this says the sender has no more candidates (RFC 8840 `a=end-of-candidates`).
+    public var isEndOfCandidates: Bool { candidate.trimmingCharacters(in: .whitespaces).isEmpty }
 }
 
 /// Who holds the call (RFC 3264 §8.4), as the last completed offer/answer says.

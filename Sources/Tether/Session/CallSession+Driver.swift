@@ -70,6 +70,8 @@ extension CallSession {
             gatheringTimedOut()
         case .unansweredOffer:
             expireUnansweredOffer(now: instantNow())
+        case .trickledChecks:
+            trickledChecksEnded()
         }
     }
 
@@ -203,6 +205,15 @@ extension CallSession {
         finish(CallTerminationReason(cause: .connectionTimeout, error: error), sendBye: true)
     }
 
+    /// No candidate pair works and none may come: the call never connected.
+    func connectivityFailed() {
+        let error = TetherError(
+            code: .iceConnectionFailed, isTerminal: true, canRetry: true,
+            message: "ICE connectivity checks failed: no candidate pair works")
+        eventSink.yield(.error(error))
+        finish(CallTerminationReason(cause: .connectionFailed, error: error), sendBye: false)
+    }
+
     func handle(_ event: InternalEvent) {
         switch event {
         case .ice(.gatheringDone(let candidates)):
@@ -211,17 +222,19 @@ extension CallSession {
             let waiters = gatherWaiters
             gatherWaiters = []
             for w in waiters { w.resume(returning: candidates) }
+            localGatheringFinished(candidates)
+        case .ice(.candidateGathered(let line)):
+            localCandidateGathered(line)
         case .ice(.componentStateChanged(let s)):
             logger.debug("ICE component \(s)")
             // A side that receives nothing by negotiation (the peer is recvonly or inactive) has
             // no first decoded frame to wait for: a working ICE path is as far as it can see.
             if s == .failed && (state == .established || state == .mediaDisrupted || state == .renewingMedia) { feed(.iceFailed) }
-            if s == .failed && state == .connecting {
-                let error = TetherError(
-                    code: .iceConnectionFailed, isTerminal: true, canRetry: true,
-                    message: "ICE connectivity checks failed: no candidate pair works")
-                eventSink.yield(.error(error))
-                finish(CallTerminationReason(cause: .connectionFailed, error: error), sendBye: false)
+            if s == .failed && state == .connecting && !holdsFailureForTrickle() { connectivityFailed() }
+            if s != .failed && trickle.failureHeld {
+                // A trickled candidate's pair is being checked or works: the failure is over.
+                trickle.failureHeld = false
+                deadlines.disarm(.trickledChecks)
             }
         case .ice(.consentLost):
             // RFC 7675: the peer stopped answering consent checks on our pair (30 s) or refused
@@ -315,6 +328,9 @@ enum SessionTimer: Hashable, Sendable {
     case gathering
     /// A hold or resume offer is withdrawn if still unanswered (`Negotiator.nextDeadline`).
     case unansweredOffer
+    /// The checks of the peer's last trickled candidates have had their time (a connectivity
+    /// failure held for them stands if it still holds).
+    case trickledChecks
 }
 
 /// Events from the GLib and media threads, serialised onto the session.

@@ -38,14 +38,17 @@ extension CallSession {
                 useInbandFEC: opus.inBandFEC, useDTX: opus.discontinuousTransmission),
             // We take packets up to 120 ms (the jitter buffer plays packets of up to six frames).
             ptimeMilliseconds: UInt32(opus.frameDurationMilliseconds), maxPtimeMilliseconds: 120, iceUfrag: ufrag, icePwd: pwd,
+            iceOptions: configuration.trickleICE ? ["trickle"] : [],
             candidates: parsed, endOfCandidates: true, crypto: crypto, dtls: dtls,
             telephoneEvents: configuration.dtmf ? TelephoneEventFormat.defaultOffer : [],
             redundantAudioPayloadType: configuration.redundantAudio ? RedundantAudioFormat.defaultPayloadType : nil,
             prefersRedundantAudio: configuration.redundancy == .always)
     }
 
-    /// Creates the ICE transport and gathers local candidates.
-    func prepareTransport(controlling: Bool) async throws(TetherError) -> [String] {
+    /// Creates the ICE transport and gathers local candidates: all of them, or with `trickle` the
+    /// ones found at once (host candidates; the rest follow as `.candidateGathered` events).
+    /// - Returns: the candidates, and whether they are all (gathering finished).
+    func prepareTransport(controlling: Bool, trickle: Bool = false) async throws(TetherError) -> (candidates: [String], complete: Bool) {
         let sink = internalSink
         let t: ICETransport
         do throws(ICETransportError) {
@@ -60,6 +63,12 @@ extension CallSession {
         }
         transport = t
         t.gatherCandidates()
+        if trickle {
+            // Host candidates are there as soon as libnice has started gathering (the call runs
+            // after it on the GLib thread). Without one, wait for what the servers give.
+            let sofar = t.localCandidates()
+            if !sofar.isEmpty { return (sofar, false) }
+        }
         let candidates = await awaitGathering()
         guard !state.isEnded else { throw .invalidState("the call ended while ICE was gathering") }
         guard let candidates, !candidates.isEmpty else {
@@ -74,7 +83,7 @@ extension CallSession {
                 "the TURN server gave no relayed candidate: the call has no path through it",
                 metadata: ["turn-server": "\(turn.address):\(turn.port)", "transport": "\(turn.transport.rawValue)", "reason": "\(why)"])
         }
-        return candidates
+        return (candidates, true)
     }
 
     /// Waits for the current gathering to finish, at most 10 s (nil on time-out or hang-up).
@@ -108,6 +117,7 @@ extension CallSession {
 
     func gatherOnFreshStream() async -> (candidates: [String]?, token: UInt64) {
         gathered = nil
+        stopTrickling()  // a restart's description carries its candidates complete
         let token = transport?.regather() ?? 0
         let fresh = await awaitGathering()
         return (fresh?.isEmpty == false ? fresh : nil, token)

@@ -50,6 +50,7 @@ extension CallSession {
             // A gathering of ours may still be running (a re-gather): its candidates, not a part.
             if gathered == nil { _ = await awaitGathering() }
             if superseded() { return .notSent }
+            stopTrickling()
             guard let r = transport.restart() else { return .notSent }
             candidates = r.candidates
         }
@@ -95,6 +96,7 @@ extension CallSession {
             if answer.restartsICE { try Self.applyRemoteICE(result, to: transport, describing: "answer") }
             negotiation.takeAnswer(answer)
             adopted()
+            if answer.restartsICE { peerDescriptionApplied(parsed, endOfCandidates: result.remoteEndOfCandidates) }
             return
         }
         if let attempt = offeredAttempt, var r = recovery {
@@ -108,6 +110,7 @@ extension CallSession {
         try Self.applyRemoteICE(result, to: transport, describing: "restart answer")
         negotiation.takeAnswer(answer)
         adopted()
+        peerDescriptionApplied(parsed, endOfCandidates: result.remoteEndOfCandidates)
     }
 
     /// A re-offer from the peer: an ICE restart (new ICE credentials) and/or a direction change.
@@ -154,6 +157,7 @@ extension CallSession {
             } else {
                 if gathered == nil { _ = await awaitGathering() }  // our own re-gather may be running
                 guard !state.isEnded else { throw .invalidState("the call ended while ICE was gathering") }
+                stopTrickling()
                 candidates = transport.restart()?.candidates ?? []
             }
             // Another offer from the peer was taken up while we gathered: this one is stale.
@@ -187,6 +191,7 @@ extension CallSession {
         }
         negotiation.answered(result)
         adopted()
+        if isICERestart { peerDescriptionApplied(offer, endOfCandidates: result.remoteEndOfCandidates) }
         let text = answer.serialized()
         eventSink.yield(.localDescription(SessionDescriptionMessage(kind: .answer, sdp: text, isRestart: true)))
         return text

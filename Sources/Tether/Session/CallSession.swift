@@ -72,6 +72,8 @@ public actor CallSession {
     var devices: AudioDevices
     var gathered: [String]?
     var gatherWaiters: [CheckedContinuation<[String]?, Never>] = []
+    /// Trickle ICE: what has been announced, and what the peer may still send.
+    var trickle = TrickleState()
     /// Every timer of the call, as deadlines; `wakeTask` sleeps until the soonest (`scheduleWake`).
     var deadlines = DeadlineSet<SessionTimer>()
     var wakeTask: Task<Void, Never>?
@@ -180,14 +182,16 @@ public actor CallSession {
         guard state == .new, negotiation.localOffer == nil, transport == nil else {
             throw .invalidState("makeOffer() needs a new session; the call is \(state.name)")
         }
-        let candidates = try await prepareTransport(controlling: true)
+        let (candidates, complete) = try await prepareTransport(controlling: true, trickle: configuration.trickleICE)
         let offersSDES = configuration.keying != .dtls
         var params = try localParameters(
             candidates: candidates, crypto: offersSDES ? makeLocalCrypto(suites: configuration.srtpSuites) : [],
             dtls: configuration.keying == .sdes ? nil : try localDTLS())
         if params.dtls != nil { params.mid = "0" }
+        params.endOfCandidates = complete
         let offer = AudioOfferAnswer.makeOffer(params)
         negotiation.offered(offer)
+        if !complete { startTrickling(generation: params.iceUfrag, mid: params.mid, announced: candidates) }
         let text = offer.serialized()
         eventSink.yield(.localDescription(SessionDescriptionMessage(kind: .offer, sdp: text)))
         return text
@@ -209,6 +213,7 @@ public actor CallSession {
         }
         guard let result = processed else { throw .invalidState("applyAnswer(_:) needs an outstanding offer") }
         try activate(result)
+        peerDescriptionApplied(answer, endOfCandidates: result.remoteEndOfCandidates)
     }
 
     /// Accepts the peer's offer and returns our answer (also emitted as a `.localDescription` event);
@@ -229,15 +234,22 @@ public actor CallSession {
         } catch {
             throw Self.negotiationError(error)
         }
-        let candidates = try await prepareTransport(controlling: false)
+        // Trickle only to a peer that said it takes trickled candidates.
+        let (candidates, complete) = try await prepareTransport(
+            controlling: false, trickle: configuration.trickleICE && Self.advertisesTrickle(offer))
         let (answer, result): (SessionDescription, NegotiatedAudio)
+        var local = localParameters(candidates: candidates, crypto: probeKeys, dtls: ourDTLS)
+        local.endOfCandidates = complete
         do throws(SDPError) {
-            (answer, result) = try AudioOfferAnswer.makeAnswer(
-                to: offer, local: localParameters(candidates: candidates, crypto: probeKeys, dtls: ourDTLS))
+            (answer, result) = try AudioOfferAnswer.makeAnswer(to: offer, local: local)
         } catch {
             throw Self.negotiationError(error)
         }
         try activate(result)
+        peerDescriptionApplied(offer, endOfCandidates: result.remoteEndOfCandidates)
+        if !complete, let index = answer.media.firstIndex(where: { $0.port != 0 }) {
+            startTrickling(generation: local.iceUfrag, mid: answer.media[index].mid, mLineIndex: index, announced: candidates)
+        }
         let text = answer.serialized()
         eventSink.yield(.localDescription(SessionDescriptionMessage(kind: .answer, sdp: text)))
         return text

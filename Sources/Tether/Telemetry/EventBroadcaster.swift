@@ -83,6 +83,8 @@ extension EventBroadcaster {
             logger.debug(
                 "sent \(d.isRestart ? "restart " : "")\(d.kind.rawValue)",
                 metadata: ["kind": "\(d.kind.rawValue)", "restart": "\(d.isRestart)", "bytes": "\(d.sdp.utf8.count)"])
+        case .localCandidate(let c):
+            logger.debug(c.isEndOfCandidates ? "sent end of candidates" : "sent a trickled candidate")
         case .error(let e):
             logger.log(
                 level: e.isTerminal ? .error : .warning, "\(e.message)",

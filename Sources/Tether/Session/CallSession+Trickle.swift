@@ -1,0 +1,147 @@
+import TetherCore
+import TetherICE
+
+/// Trickle ICE (RFC 8838/8840): what a call has told the peer, and what the peer may still tell it.
+struct TrickleState: Sendable {
+    /// The local username fragment of the description that left with its candidates incomplete
+    /// (later ones and the end go out as `.localCandidate` events); nil when nothing is trickling.
+    var localGeneration: String?
+    /// That description's audio section: its `a=mid` and its index.
+    var mid: String?
+    var mLineIndex = 0
+    /// Candidates the peer has been given for `localGeneration` (in the description or since).
+    var announced: Set<String> = []
+    /// The peer's description advertised trickle and did not end its candidates; no end came yet.
+    var peerMayTrickle = false
+    /// Candidates that arrived before the description they belong to was applied.
+    var early: [ICECandidateMessage] = []
+    /// ICE checks failed while the peer could still add candidates: the failure waits for them.
+    var failureHeld = false
+}
+
+extension CallSession {
+    /// Whether a description advertises trickle ICE (`a=ice-options:trickle`, at session or
+    /// media level).
+    static func advertisesTrickle(_ description: SessionDescription) -> Bool {
+        description.iceOptions.contains("trickle") || description.media.contains { $0.iceOptions.contains("trickle") }
+    }
+
+    /// A description whose candidates are incomplete left: from now on each further candidate
+    /// of this generation, and the end, go out as `.localCandidate` events.
+    func startTrickling(generation: String, mid: String?, mLineIndex: Int = 0, announced: [String]) {
+        trickle.localGeneration = generation
+        trickle.mid = mid
+        trickle.mLineIndex = mLineIndex
+        trickle.announced = Set(announced)
+    }
+
+    /// Stops trickling (a new generation of candidates is being gathered for a restart, whose
+    /// description carries them complete).
+    func stopTrickling() {
+        trickle.localGeneration = nil
+        trickle.announced = []
+    }
+
+    /// libnice found a local candidate: announced if a trickling description left without it.
+    func localCandidateGathered(_ line: String) {
+        guard let generation = trickle.localGeneration, !state.isEnded, trickle.announced.insert(line).inserted else { return }
+        eventSink.yield(
+            .localCandidate(ICECandidateMessage(candidate: line, sdpMid: trickle.mid, sdpMLineIndex: trickle.mLineIndex, usernameFragment: generation)))
+    }
+
+    /// Gathering finished: whatever was not announced yet, then the end of candidates.
+    func localGatheringFinished(_ candidates: [String]) {
+        guard let generation = trickle.localGeneration, !state.isEnded else { return }
+        for line in candidates { localCandidateGathered(line) }
+        eventSink.yield(
+            .localCandidate(ICECandidateMessage(candidate: "", sdpMid: trickle.mid, sdpMLineIndex: trickle.mLineIndex, usernameFragment: generation)))
+        logger.debug("trickle ICE: end of candidates sent", metadata: ["candidates": "\(trickle.announced.count)"])
+        stopTrickling()
+    }
+
+    /// The peer's description was applied: whether it may still trickle, and the candidates
+    /// that came before it.
+    func peerDescriptionApplied(_ description: SessionDescription, endOfCandidates: Bool) {
+        trickle.peerMayTrickle = Self.advertisesTrickle(description) && !endOfCandidates
+        trickle.failureHeld = false
+        let early = trickle.early
+        trickle.early = []
+        for message in early {
+            do throws(TetherError) {
+                try addRemoteCandidate(message)
+            } catch {
+                logger.warning("a trickled candidate that came before the description was refused: \(error.message)")
+            }
+        }
+    }
+
+    /// Adds a candidate the peer trickled (RFC 8838), or its end of candidates
+    /// (``ICECandidateMessage/isEndOfCandidates``): ICE checks the new pairs at once. A candidate
+    /// that comes before the peer's description is kept until it is applied; one of an earlier
+    /// generation (another `usernameFragment`, before an ICE restart) is ignored, as are mDNS
+    /// names and IPv6 link-local addresses (as in descriptions).
+    /// - Throws: 3001 (`malformedSessionDescription`) for a candidate that does not parse.
+    public func addRemoteCandidate(_ message: ICECandidateMessage) throws(TetherError) {
+        guard !state.isEnded else { return }
+        guard let negotiated, let transport else {
+            trickle.early.append(message)
+            return
+        }
+        if let fragment = message.usernameFragment, !fragment.isEmpty, fragment != negotiated.remoteICEUfrag {
+            logger.debug("trickle ICE: ignored a candidate of another generation", metadata: ["ufrag": "\(fragment)"])
+            return
+        }
+        if message.isEndOfCandidates {
+            trickle.peerMayTrickle = false
+            logger.debug("trickle ICE: the peer's end of candidates")
+            if trickle.failureHeld { arm(.trickledChecks, afterSeconds: Self.trickledCheckSeconds) }
+            return
+        }
+        var value = message.candidate.trimmingPrefix("a=")
+        if !value.hasPrefix("candidate:") { value = "candidate:" + value }
+        let candidate: ICECandidate
+        do throws(SDPError) {
+            candidate = try ICECandidate.parse(String(value))
+        } catch {
+            throw TetherError(
+                code: .malformedSessionDescription, isTerminal: false, canRetry: false, message: "malformed trickled candidate: \(error)",
+                cause: error)
+        }
+        let usable = Self.reachableCandidates([candidate])
+        guard !usable.isEmpty else {
+            logger.debug("trickle ICE: the peer's candidate is not one ICE can use (mDNS name, TCP)")
+            return
+        }
+        do throws(ICETransportError) {
+            let skipped = try transport.addRemoteCandidates(usable)
+            if skipped == 0 { logger.debug("trickle ICE: the peer's candidate added", metadata: ["type": "\(candidate.type)"]) }
+        } catch {
+            if case .invalidRemoteCandidate = error { return }  // IPv6 link-local: skipped, as in descriptions
+            throw TetherError(
+                code: .incompatibleSessionDescription, isTerminal: false, canRetry: false,
+                message: "ICE refused the peer's trickled candidate: \(error)", cause: error)
+        }
+    }
+
+    /// How long checks on the last candidates trickled in may run, after the peer's end of
+    /// candidates, before a failure held for them stands (libnice gives a pair 7 retransmissions
+    /// over about 4 s).
+    static let trickledCheckSeconds = 5.0
+
+    /// ICE checks failed while the call was connecting. If the peer may still trickle candidates,
+    /// the failure waits for them (libnice 0.1.21 records a peer's end of candidates but never
+    /// reads it, so it fails a component whose pairs so far all failed); returns whether it waits.
+    func holdsFailureForTrickle() -> Bool {
+        guard trickle.peerMayTrickle || deadlines.isArmed(.trickledChecks) else { return false }
+        if !trickle.failureHeld { logger.notice("ICE checks failed so far; waiting for the candidates the peer still trickles") }
+        trickle.failureHeld = true
+        return true
+    }
+
+    /// The peer's trickled candidates had their checks and none worked.
+    func trickledChecksEnded() {
+        guard trickle.failureHeld, state == .connecting else { return }
+        trickle.failureHeld = false
+        connectivityFailed()
+    }
+}

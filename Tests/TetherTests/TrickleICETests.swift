@@ -1,0 +1,231 @@
+import Foundation
+import Glibc
+import InMemoryLogging
+import Logging
+import Synchronization
+import Testing
+import TetherRealtime
+import TetherTestSupport
+import TetherTestbed
+
+@testable import Tether
+
+/// Trickle ICE (RFC 8838/8840) between two sessions with real libnice on loopback.
+@Suite("Trickle ICE", .keepsLogPerTest, .serialized, .timeLimit(.minutes(2)))
+struct TrickleICETests {
+    /// A UDP socket on loopback that takes STUN requests and never answers: a STUN server out of
+    /// reach, whose discovery libnice gives up on only after its retransmissions (about 2 s).
+    final class SilentServer: Sendable {
+        let fd: Int32
+        let port: Int
+
+        init() throws {
+            let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+            self.fd = fd
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+            let bound = withUnsafeMutablePointer(to: &address) { pointer in
+                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+            }
+            port = Int(UInt16(bigEndian: address.sin_port))
+            try #require(fd >= 0 && bound)
+        }
+
+        deinit { close(fd) }
+    }
+
+    func configuration(trickle: Bool, stun: SilentServer? = nil, logger: Logger? = nil) -> CallConfiguration {
+        var c = CallConfiguration(localAddresses: ["127.0.0.1"], statisticsIntervalSeconds: 0, followsNetworkChanges: false)
+        c.trickleICE = trickle
+        if let stun { c.stunServer = IceServer(address: "127.0.0.1", port: UInt16(stun.port)) }
+        if let logger { c.logger = logger }
+        return c
+    }
+
+    /// Both sides trickle; the STUN server never answers. Offer and answer leave with the host
+    /// candidates and `a=ice-options:trickle` and without `a=end-of-candidates`; the call is
+    /// established while gathering still waits for the server, and the end of candidates follows
+    /// on each side. Without trickle, the offer waits for the server.
+    @Test func theOfferAndAnswerDoNotWaitForAnUnansweringSTUNServer() async throws {
+        let stun = try SilentServer()
+        let a = try CallSession(configuration: configuration(trickle: true, stun: stun))
+        let b = try CallSession(configuration: configuration(trickle: true, stun: stun))
+        let sent = Mutex<[(side: InProcessSignaling.Side, event: String, at: UInt64)]>([])
+        let signaling = InProcessSignaling(a: a, b: b) { side, event in
+            let now = MonotonicClock.nanoseconds()
+            switch event {
+            case .localDescription(let d): sent.withLock { $0.append((side, d.kind.rawValue + ":" + d.sdp, now)) }
+            case .localCandidate(let c): sent.withLock { $0.append((side, c.isEndOfCandidates ? "end" : "candidate", now)) }
+            case .stateChanged(_, .established, _): sent.withLock { $0.append((side, "established", now)) }
+            default: break
+            }
+        }
+        try await a.start()
+        try await b.start()
+        try await signaling.connect()
+        let ended = await waitUntil(timeoutSeconds: 20) { sent.withLock { $0.filter { $0.event == "end" }.count == 2 } }
+        let log = sent.withLock { $0 }
+        await a.hangUp()
+        await b.hangUp()
+        await signaling.waitUntilFinished()
+        #expect(signaling.errors.isEmpty)
+        #expect(ended, "both sides end their candidates: \(log.map { "\($0.side.rawValue) \($0.event.prefix(12))" })")
+        for side in [InProcessSignaling.Side.a, .b] {
+            let description = try #require(log.first { $0.side == side && ($0.event.hasPrefix("offer:") || $0.event.hasPrefix("answer:")) })
+            #expect(description.event.contains("a=ice-options:trickle"))
+            #expect(!description.event.contains("a=end-of-candidates"))
+            #expect(description.event.contains("typ host"))
+            let established = try #require(log.first { $0.side == side && $0.event == "established" })
+            let end = try #require(log.first { $0.side == side && $0.event == "end" })
+            #expect(established.at < end.at, "\(side.rawValue) was established while its gathering still waited for the STUN server")
+        }
+
+        // The control: without trickle the offer comes after the STUN server was given up on.
+        let c = try CallSession(configuration: configuration(trickle: false, stun: stun))
+        let recorder = EventRecorder(c)
+        try await c.start()
+        let offer = try await c.makeOffer()
+        #expect(offer.contains("a=end-of-candidates"))
+        #expect(!offer.contains("a=ice-options:trickle"))
+        await c.hangUp()
+        await recorder.finished()
+    }
+
+    /// Candidates that come only trickled, some before the description they belong to: A's
+    /// offer reaches B without its candidates, which follow one by one; B's answer reaches A
+    /// without its candidates, which A got before it. The call is established.
+    @Test func candidatesThatComeOnlyTrickledAndEarlyAreUsed() async throws {
+        let a = try CallSession(configuration: configuration(trickle: true))
+        let b = try CallSession(configuration: configuration(trickle: true))
+        let ra = EventRecorder(a)
+        let rb = EventRecorder(b)
+        try await a.start()
+        try await b.start()
+        func split(_ sdp: String) -> (description: String, candidates: [String], fragment: String) {
+            let lines = sdp.components(separatedBy: "\r\n")
+            let fragment = lines.first { $0.hasPrefix("a=ice-ufrag:") }.map { String($0.dropFirst(12)) } ?? ""
+            let candidates = lines.filter { $0.hasPrefix("a=candidate:") }.map { String($0.dropFirst(2)) }
+            return (lines.filter { !$0.hasPrefix("a=candidate:") }.joined(separator: "\r\n"), candidates, fragment)
+        }
+        let offer = split(try await a.makeOffer())
+        try #require(!offer.candidates.isEmpty)
+        let answer = split(try await b.acceptOffer(offer.description))
+        try #require(!answer.candidates.isEmpty)
+        // B's candidates reach A before B's answer does.
+        for line in answer.candidates {
+            try await a.addRemoteCandidate(ICECandidateMessage(candidate: line, sdpMid: nil, sdpMLineIndex: 0, usernameFragment: answer.fragment))
+        }
+        try await a.applyAnswer(answer.description)
+        for line in offer.candidates {
+            try await b.addRemoteCandidate(ICECandidateMessage(candidate: line, sdpMid: nil, sdpMLineIndex: 0, usernameFragment: offer.fragment))
+        }
+        try await b.addRemoteCandidate(ICECandidateMessage(candidate: "", usernameFragment: offer.fragment))
+        #expect(await ra.waitFor("established", timeoutSeconds: 20) != nil)
+        #expect(await rb.waitFor("established", timeoutSeconds: 20) != nil)
+        // A candidate of another generation is ignored; one that does not parse is refused (3001).
+        try await a.addRemoteCandidate(ICECandidateMessage(candidate: "candidate:9 1 UDP 1 127.0.0.1 9 typ host", usernameFragment: "stale"))
+        await #expect(throws: TetherError.self) {
+            try await a.addRemoteCandidate(ICECandidateMessage(candidate: "candidate:garbage", usernameFragment: answer.fragment))
+        }
+        do {
+            try await a.addRemoteCandidate(ICECandidateMessage(candidate: "candidate:garbage"))
+        } catch {
+            #expect(error.code == .malformedSessionDescription)
+        }
+        await a.hangUp()
+        await b.hangUp()
+        await ra.finished()
+        await rb.finished()
+        #expect(ra.endReason?.cause == .localHangup)
+    }
+
+    /// An offer that does not advertise trickle gets a full answer from a side that trickles:
+    /// its candidates complete and ended, and no candidate events.
+    @Test func anOfferWithoutTrickleGetsAFullAnswer() async throws {
+        let stun = try SilentServer()
+        let a = try CallSession(configuration: configuration(trickle: false))
+        let b = try CallSession(configuration: configuration(trickle: true, stun: stun))
+        let candidates = Mutex(0)
+        let signaling = InProcessSignaling(a: a, b: b) { side, event in
+            if case .localCandidate = event { candidates.withLock { $0 += 1 } }
+        }
+        let rb = EventRecorder(b, subscribing: true)
+        try await a.start()
+        try await b.start()
+        try await signaling.connect()
+        #expect(await rb.waitFor("established", timeoutSeconds: 20) != nil)
+        let answer = try #require(rb.descriptions.first { $0.kind == .answer })
+        // Complete (it still says it takes trickled candidates: RFC 8840 lets an answer say so).
+        #expect(answer.sdp.contains("a=end-of-candidates"))
+        await a.hangUp()
+        await b.hangUp()
+        await signaling.waitUntilFinished()
+        #expect(candidates.withLock { $0 } == 0)
+        #expect(signaling.errors.isEmpty)
+    }
+
+    /// Checks fail before the peer has trickled its working candidate (the offer named only a
+    /// port nobody answers on, and the offerer has none of the answerer's to check): the
+    /// answerer does not end the call, but waits for the candidates still to come; the working
+    /// ones arrive and the call is established.
+    /// ... and when the end of candidates comes with nothing that works, the failure stands.
+    @Test(arguments: [false, true])
+    func aFailureBeforeTheTrickledCandidatesArriveWaitsForThem(withoutWorkingCandidates: Bool) async throws {
+        let log = InMemoryLogHandler()
+        var logger = Logger(label: "b") { _ in log }
+        logger.logLevel = .notice
+        let a = try CallSession(configuration: configuration(trickle: true))
+        let b = try CallSession(configuration: configuration(trickle: true, logger: logger))
+        let ra = EventRecorder(a)
+        let rb = EventRecorder(b)
+        try await a.start()
+        try await b.start()
+        let full = try await a.makeOffer()
+        let lines = full.components(separatedBy: "\r\n")
+        let fragment = try #require(lines.first { $0.hasPrefix("a=ice-ufrag:") }).dropFirst(12)
+        let real = lines.filter { $0.hasPrefix("a=candidate:") }.map { String($0.dropFirst(2)) }
+        // A port nothing listens on: its checks fail (ICMP port unreachable on loopback).
+        let dead = SilentServer.closedPort()
+        let offer = lines.map { $0.hasPrefix("a=candidate:") ? "" : $0 }.filter { !$0.isEmpty }
+            .map { $0.hasPrefix("a=ice-ufrag:") ? "a=candidate:9 1 UDP 2130706431 127.0.0.1 \(dead) typ host\r\n" + $0 : $0 }
+            .joined(separator: "\r\n")
+        // A gets B's answer without B's candidates, so nothing reaches B before A's trickle does.
+        let answer = try await b.acceptOffer(offer)
+        try await a.applyAnswer(answer.components(separatedBy: "\r\n").filter { !$0.hasPrefix("a=candidate:") }.joined(separator: "\r\n"))
+        let held = await waitUntil(timeoutSeconds: 30) {
+            log.entries.contains { $0.message.description.contains("waiting for the candidates the peer still trickles") }
+        }
+        #expect(held, "B's checks failed and the failure waits")
+        #expect(rb.endReason == nil)
+        if !withoutWorkingCandidates {
+            for line in real {
+                try await b.addRemoteCandidate(ICECandidateMessage(candidate: line, usernameFragment: String(fragment)))
+            }
+        }
+        try await b.addRemoteCandidate(ICECandidateMessage(candidate: "", usernameFragment: String(fragment)))
+        if withoutWorkingCandidates {
+            // The end of candidates, and nothing works: the held failure stands once the last
+            // checks had their time.
+            #expect(await rb.waitFor("ended", timeoutSeconds: 30) != nil)
+            #expect(rb.endReason?.cause == .connectionFailed)
+            #expect(rb.stateNames.contains("established") == false)
+        } else {
+            #expect(await rb.waitFor("established", timeoutSeconds: 20) != nil)
+            #expect(await ra.waitFor("established", timeoutSeconds: 20) != nil)
+        }
+        await a.hangUp()
+        await b.hangUp()
+        await ra.finished()
+        await rb.finished()
+    }
+}
+
+extension TrickleICETests.SilentServer {
+    /// A loopback UDP port with no socket on it (bound, read, closed).
+    static func closedPort() -> Int {
+        guard let server = try? TrickleICETests.SilentServer() else { return 9 }
+        return server.port
+    }
+}
