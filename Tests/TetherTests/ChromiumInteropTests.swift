@@ -102,6 +102,44 @@ struct ChromiumInteropTests {
         #expect(abs((hertz ?? 0) - 1000) < 2)
     }
 
+    /// Trickle ICE both ways (`tether call --trickle`, Chromium's onicecandidate and
+    /// addIceCandidate): Chromium's descriptions carry no candidate at all, so the call can only
+    /// be set up from trickled candidates (or the checks they draw); Tether's offer or answer
+    /// leaves with its host candidates and `a=ice-options:trickle`, and its end of candidates
+    /// follows as a candidate line. Then a restart from each side.
+    @Test(arguments: ["offer", "answer"])
+    func trickleICEWithChromiumSetsUpAndSurvivesRestarts(tetherRole: String) async throws {
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let (tether, chromium) = try Self.call(
+            dir: dir, tetherRole: tetherRole, tetherArguments: ["--input", "tone:660", "--trickle"], chromiumArguments: ["--trickle"])
+        #expect(await tether.waitFor(state: "established", timeoutSeconds: 30) != nil)
+        #expect(await chromium.waitFor(state: "connected", timeoutSeconds: 30) != nil)
+        let heard = await chromium.report(timeoutSeconds: 20) {
+            ($0["packetsReceived"] as? Int ?? 0) > 50 && abs(($0["receivedPeakHertz"] as? Double ?? 0) - 660) < 6
+        }
+        #expect(heard != nil, "Chromium hears Tether's tone")
+        func lines(_ side: CallProcess, _ type: String) -> [[String: Any]] { side.objects.map(\.object).filter { $0["type"] as? String == type } }
+        let tetherDescription = try #require(lines(tether, tetherRole).first?["sdp"] as? String)
+        #expect(tetherDescription.contains("a=ice-options:trickle"))
+        #expect(!tetherDescription.contains("a=end-of-candidates"))
+        #expect(lines(tether, "candidate").contains { ($0["candidate"] as? String) == "" }, "Tether ended its candidates")
+        let chromiumDescription = try #require(lines(chromium, tetherRole == "offer" ? "answer" : "offer").first?["sdp"] as? String)
+        #expect(!chromiumDescription.contains("a=candidate:"), "Chromium's description carried no candidate")
+        #expect(lines(chromium, "candidate").contains { ($0["candidate"] as? String ?? "").hasPrefix("candidate:") })
+
+        for (who, command) in [(chromium, "restart"), (tether, "renew")] {
+            let packetsBefore = await chromium.report(timeoutSeconds: 10) { _ in true }?["packetsReceived"] as? Int ?? 0
+            who.send(command)
+            let after = await chromium.report(timeoutSeconds: 20) { ($0["packetsReceived"] as? Int ?? 0) > packetsBefore + 50 }
+            #expect(after?["connectionState"] as? String == "connected", "media flows after the \(command)")
+        }
+        chromium.send("hangup")
+        #expect(await tether.waitForExit(timeoutSeconds: 10) == 0)
+        _ = await chromium.waitForExit(timeoutSeconds: 10)
+        #expect(!tether.objects.contains { $0.object["type"] as? String == "error" }, "Tether refused nothing")
+    }
+
     /// RFC 2198 RED both ways: Chromium sends it when RED comes first (its codec preferences when
     /// it offers, Tether's offer when Tether does: `--redundancy always` offers RED first), Tether
     /// sends it always; each side decodes the other's tone from the RED packets. (Chromium's

@@ -3,7 +3,7 @@
 
 Offers or answers with a real RTCPeerConnection (Debian's chromium, driven through the DevTools
 protocol on a pipe), plays a WAV file as its microphone, and reports what it hears: on stdin it
-takes the peer's offer/answer lines and the commands `restart` (pc.restartIce() and a re-offer),
+takes the peer's offer/answer (with --trickle, candidate) lines and the commands `restart` (pc.restartIce() and a re-offer),
 `report`, `dtmf` and `hangup`; on stdout it prints offer/answer lines, state lines and, for
 `report`, a report line with the connection and DTLS states, packet counts, the dominant frequency
 of the received audio and the audio sender's canInsertDTMF. Facts about the flags:
@@ -25,10 +25,14 @@ import argparse, http.server, json, os, select, shutil, socketserver, subprocess
 PAGE = r"""<!doctype html><html><body><script>
 let pc, analyser, ctx;
 const PREFER_RED = false;
+const TRICKLE = false;
+let candidates = [];
 function log(o) { console.log(JSON.stringify(o)); }
 async function setup() {
   const stream = await navigator.mediaDevices.getUserMedia({audio: true});
   pc = new RTCPeerConnection({bundlePolicy: 'max-bundle', rtcpMuxPolicy: 'require'});
+  // Trickle ICE: every candidate, and the end (a null candidate), as RTCIceCandidateInit.
+  pc.onicecandidate = e => candidates.push(e.candidate ? e.candidate.toJSON() : {candidate: '', sdpMid: '0', sdpMLineIndex: 0});
   stream.getTracks().forEach(t => pc.addTrack(t, stream));
   if (PREFER_RED) {
     // RED (RFC 2198) first, as an application does to have Chromium send it.
@@ -44,7 +48,13 @@ async function setup() {
     const a = new Audio(); a.srcObject = e.streams[0]; a.muted = true; a.play();
   };
 }
+function takeCandidates() { const c = candidates; candidates = []; return TRICKLE ? c : []; }
+async function addCandidate(c) {
+  if (!c.candidate) { await pc.addIceCandidate(); return 'end'; }
+  await pc.addIceCandidate(c); return 'ok';
+}
 function gathered() {
+  if (TRICKLE) return Promise.resolve();
   return new Promise(r => {
     if (pc.iceGatheringState === 'complete') return r();
     pc.addEventListener('icegatheringstatechange', () => { if (pc.iceGatheringState === 'complete') r(); });
@@ -159,11 +169,15 @@ def main():
     p.add_argument("--chromium", default="/usr/lib/chromium/chromium")
     p.add_argument("--mdns", action="store_true", help="hide host addresses behind .local names, as browsers do by default")
     p.add_argument("--prefer-red", action="store_true", help="put RED (RFC 2198) first in the codec preferences, so Chromium sends it")
+    p.add_argument("--trickle", action="store_true",
+                   help="trickle ICE: descriptions leave at once, candidates follow as candidate lines (an empty one ends them); "
+                   "the peer's candidate lines are added with addIceCandidate")
     args = p.parse_args()
 
     folder = tempfile.mkdtemp(prefix="tether-chromium-")
     with open(os.path.join(folder, "index.html"), "w") as f:
-        f.write(PAGE.replace("const PREFER_RED = false;", f"const PREFER_RED = {'true' if args.prefer_red else 'false'};"))
+        f.write(PAGE.replace("const PREFER_RED = false;", f"const PREFER_RED = {'true' if args.prefer_red else 'false'};")
+                .replace("const TRICKLE = false;", f"const TRICKLE = {'true' if args.trickle else 'false'};"))
     handler = lambda *a, **k: http.server.SimpleHTTPRequestHandler(*a, directory=folder, **k)
     http.server.SimpleHTTPRequestHandler.log_message = lambda *a: None
     server = socketserver.TCPServer(("127.0.0.1", 0), handler)
@@ -213,6 +227,9 @@ def main():
                 report_state()
                 for event in cdp.evaluate(session, "takeDTMFEvents()"):
                     out(event)
+                for candidate in cdp.evaluate(session, "takeCandidates()"):
+                    candidate["type"] = "candidate"
+                    out(candidate)
             if not ready:
                 continue
             if b"\n" not in pending:
@@ -235,6 +252,9 @@ def main():
                 out({"type": "answer", "sdp": answer, "restart": bool(msg.get("restart"))})
             elif kind == "answer":
                 cdp.evaluate(session, f"applyAnswer({json.dumps(msg['sdp'])})")
+            elif kind == "candidate":
+                init = {k: msg[k] for k in ("candidate", "sdpMid", "sdpMLineIndex", "usernameFragment") if msg.get(k) is not None}
+                cdp.evaluate(session, f"addCandidate({json.dumps(init)})")
             elif kind == "restart":
                 out({"type": "offer", "sdp": cdp.evaluate(session, "makeOffer(true)"), "restart": True})
             elif kind == "report":
