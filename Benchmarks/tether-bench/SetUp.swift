@@ -2,6 +2,8 @@ import ArgumentParser
 import Foundation
 import Synchronization
 import Tether
+import Glibc
+import TetherFaultLab
 import TetherFaults
 import TetherRealtime
 import TetherTestbed
@@ -122,7 +124,35 @@ struct SetUpBenchCommand: AsyncParsableCommand {
     @Option(help: "First loss seed with --loss.")
     var firstSeed: UInt64 = 1
 
+    @Flag(help: "Measure from makeOffer() called (before gathering) to both established, without and with trickle ICE, against no server, a STUN server that never answers, a TURN server (coturn on loopback) and a TURN server that never answers.")
+    var trickle = false
+
     func run() async throws {
+        if trickle {
+            let folder = NSTemporaryDirectory() + "tether-setup-\(UInt32.random(in: 0...UInt32.max))"
+            try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(atPath: folder) }
+            let port = Int.random(in: 20_000...29_999)
+            let turn = try? await TurnServer(
+                listeningAddresses: ["127.0.0.1"], relayAddress: "127.0.0.1", port: port, allowLoopbackPeers: true, logPath: folder + "/turnserver.log")
+            defer { turn?.stop() }
+            say("offer asked for → both established, SDES, loopback, \(calls) calls a row (median [min–max])")
+            say("| server | full descriptions | trickle ICE |")
+            say("|---|---|---|")
+            for server in TrickleSetUpBench.Server.allCases {
+                if server == .turn && turn == nil {
+                    say("| \(server.rawValue) | (no turnserver: Debian's coturn) | |")
+                    continue
+                }
+                var cells: [String] = []
+                for trickle in [false, true] {
+                    let ms = try await TrickleSetUpBench.measure(server, trickle: trickle, calls: calls, turn: turn, turnPort: port).sorted()
+                    cells.append(String(format: "%.0f ms [%.0f–%.0f]", ms[ms.count / 2], ms.first ?? 0, ms.last ?? 0))
+                }
+                say("| \(server.rawValue) | \(cells[0]) | \(cells[1]) |")
+            }
+            return
+        }
         if let loss {
             let limit = 10.0
             let results = try await LossySetUpBench.measure(lossPercent: loss, calls: calls, firstSeed: firstSeed, limitSeconds: limit)
@@ -141,5 +171,87 @@ struct SetUpBenchCommand: AsyncParsableCommand {
             let f = try await SetUpBench.measure(keying: keying, calls: calls)
             say(String(format: "%@: median %.1f ms [%.1f–%.1f] over %d calls", keying == .sdes ? "SDES     " : "DTLS-SRTP", f.median, f.minimum, f.maximum, calls))
         }
+    }
+}
+
+/// Set-up time from the offer being asked for (`makeOffer()` called, before any gathering) to
+/// both sides `established`, with and without trickle ICE, against the servers a call may be
+/// given: none, a STUN server that never answers, a TURN server (coturn on loopback) and a TURN
+/// server that never answers. Descriptions and trickled candidates go through
+/// `InProcessSignaling` without delay.
+enum TrickleSetUpBench {
+    enum Server: String, CaseIterable {
+        case none = "no STUN/TURN server"
+        case silentSTUN = "STUN server that never answers"
+        case turn = "TURN/UDP server (coturn on loopback)"
+        case silentTURN = "TURN server that never answers"
+    }
+
+    /// A UDP socket that takes requests and never answers.
+    final class SilentSocket {
+        let fd: Int32
+        let port: UInt16
+        init() throws {
+            let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+            self.fd = fd
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+            let ok = withUnsafeMutablePointer(to: &address) { p in
+                p.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+            }
+            guard fd >= 0, ok else { throw ValidationError("cannot bind a UDP socket on 127.0.0.1") }
+            port = UInt16(bigEndian: address.sin_port)
+        }
+        deinit { close(fd) }
+    }
+
+    static func measure(_ server: Server, trickle: Bool, calls: Int, turn: TurnServer?, turnPort: Int) async throws -> [Double] {
+        let silent = try SilentSocket()
+        var out: [Double] = []
+        for _ in 0..<calls {
+            func configuration() -> CallConfiguration {
+                var c = CallConfiguration(localAddresses: ["127.0.0.1"], statisticsIntervalSeconds: 0, followsNetworkChanges: false)
+                c.trickleICE = trickle
+                switch server {
+                case .none: break
+                case .silentSTUN: c.stunServer = IceServer(address: "127.0.0.1", port: silent.port)
+                case .turn:
+                    c.turnServer = IceServer(address: "127.0.0.1", port: UInt16(turnPort), username: TurnServer.username, password: TurnServer.password)
+                case .silentTURN: c.turnServer = IceServer(address: "127.0.0.1", port: silent.port, username: "u", password: "p")
+                }
+                return c
+            }
+            let a = try CallSession(configuration: configuration())
+            let b = try CallSession(configuration: configuration())
+            let established = Mutex<(a: UInt64?, b: UInt64?)>((nil, nil))
+            let signaling = InProcessSignaling(a: a, b: b) { side, event in
+                if case .stateChanged(_, .established, _) = event {
+                    let now = MonotonicClock.nanoseconds()
+                    established.withLock { if side == .a { $0.a = $0.a ?? now } else { $0.b = $0.b ?? now } }
+                }
+            }
+            try await a.start()
+            try await b.start()
+            let started = MonotonicClock.nanoseconds()
+            try await signaling.connect()
+            let deadline = started + 20_000_000_000
+            var both: UInt64?
+            while MonotonicClock.nanoseconds() < deadline {
+                let e = established.withLock { $0 }
+                if let ea = e.a, let eb = e.b {
+                    both = max(ea, eb)
+                    break
+                }
+                try await Task.sleep(for: .milliseconds(1))
+            }
+            await a.hangUp()
+            await b.hangUp()
+            await signaling.waitUntilFinished()
+            guard let both else { throw ValidationError("a call (\(server.rawValue), trickle \(trickle)) did not establish within 20 s") }
+            out.append(Double(both - started) / 1e6)
+        }
+        return out
     }
 }
