@@ -6,6 +6,7 @@ import Synchronization
 import Testing
 import TetherRealtime
 import TetherTestSupport
+import TetherFaultLab
 import TetherTestbed
 
 @testable import Tether
@@ -170,6 +171,50 @@ struct TrickleICETests {
         await signaling.waitUntilFinished()
         #expect(candidates.withLock { $0 } == 0)
         #expect(signaling.errors.isEmpty)
+    }
+
+    /// A peer that takes no trickled candidates (its answer does not advertise trickle, and its
+    /// signaling drops candidate lines) gets the candidates our offer lacked in a re-offer once
+    /// gathering ends: here the relayed candidate of a TURN server (coturn on loopback), in the
+    /// same ICE session (same credentials: no restart), answered, and the call stays up.
+    @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/turnserver"), "needs turnserver (Debian's coturn)"))
+    func aPeerThatTakesNoTrickledCandidatesGetsThemInAReoffer() async throws {
+        let folder = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let port = Int.random(in: 20_000...29_999)
+        let turn = try await TurnServer(
+            listeningAddresses: ["127.0.0.1"], relayAddress: "127.0.0.1", port: port, allowLoopbackPeers: true,
+            logPath: folder + "/turnserver.log")
+        defer { turn.stop() }
+        var ca = configuration(trickle: true)
+        ca.turnServer = IceServer(address: "127.0.0.1", port: UInt16(port), username: TurnServer.username, password: TurnServer.password)
+        let a = try CallSession(configuration: ca)
+        let b = try CallSession(configuration: configuration(trickle: false))
+        let ra = EventRecorder(a)
+        let rb = EventRecorder(b)
+        try await a.start()
+        try await b.start()
+        let offer = try await a.makeOffer()
+        #expect(!offer.contains("typ relay"), "the trickled offer leaves before the allocation")
+        let answer = try await b.acceptOffer(offer)
+        #expect(!answer.contains("a=ice-options:trickle"))
+        try await a.applyAnswer(answer)
+        let reoffered = await waitUntil(timeoutSeconds: 20) { ra.descriptions.contains { $0.kind == .offer && $0.isRestart } }
+        #expect(reoffered, "A re-offers once gathering has ended")
+        let reoffer = try #require(ra.descriptions.first { $0.kind == .offer && $0.isRestart })
+        func ufrag(_ sdp: String) -> String? { sdp.components(separatedBy: "\r\n").first { $0.hasPrefix("a=ice-ufrag:") } }
+        #expect(reoffer.sdp.contains("typ relay"))
+        #expect(ufrag(reoffer.sdp) == ufrag(offer), "the same ICE session: no restart")
+        try await a.applyAnswer(try await b.acceptOffer(reoffer.sdp))
+        #expect(await ra.waitFor("established", timeoutSeconds: 20) != nil)
+        #expect(await rb.waitFor("established", timeoutSeconds: 20) != nil)
+        #expect(ra.descriptions.filter { $0.kind == .offer && $0.isRestart }.count == 1)
+        await a.hangUp()
+        await b.hangUp()
+        await ra.finished()
+        await rb.finished()
+        #expect(!rb.stateNames.contains("mediaDisrupted") && !ra.stateNames.contains("mediaDisrupted"))
+        #expect(ra.recordedErrors.isEmpty && rb.recordedErrors.isEmpty)
     }
 
     /// Checks fail before the peer has trickled its working candidate (the offer named only a

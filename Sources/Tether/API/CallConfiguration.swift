@@ -43,11 +43,13 @@ public struct CallConfiguration: Sendable {
     /// trickle, leave at once with the candidates found so far (host candidates, in
     /// milliseconds) and `a=ice-options:trickle`; each later candidate, and then the end of
     /// candidates, comes as a `CallEvent.localCandidate` to deliver to the peer. A slow or
-    /// unreachable STUN or TURN server then no longer delays the call's set-up. Turn it on only
-    /// where the signaling carries candidates and the peer takes them (browsers, Tether): the
-    /// offer itself does not ask. An offer without `ice-options:trickle` is answered in full
-    /// either way, and the peer's trickled candidates (`addRemoteCandidate(_:)`) are always
-    /// taken. Restart descriptions always carry their candidates complete.
+    /// unreachable STUN or TURN server then no longer delays the call's set-up. Turn it on where
+    /// the signaling carries candidates and the peer takes them (browsers, Tether): the offer
+    /// itself cannot ask. A peer whose answer does not advertise trickle gets the candidates the
+    /// offer lacked in a re-offer (same ICE session, no restart) once gathering ends. An offer
+    /// without `ice-options:trickle` is answered in full either way, and the peer's trickled
+    /// candidates (`addRemoteCandidate(_:)`) are always taken. Restart descriptions always carry
+    /// their candidates complete.
     public var trickleICE: Bool = false
     /// SRTP suites to offer, most preferred first. Must include `AES_CM_128_HMAC_SHA1_80`.
     public var srtpSuites: [SRTPSuite]

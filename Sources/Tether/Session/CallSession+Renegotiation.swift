@@ -316,14 +316,17 @@ extension CallSession {
 
     /// Withdraws a hold or resume offer left unanswered past its deadline, and says so.
     func expireUnansweredOffer(now: MonotonicInstant) {
+        let holdInForce = negotiation.holdInForce
         guard let carriedHold = negotiation.expireOffer(now: now) else { return }
+        // A re-offer that changed no hold gave the peer our complete candidates (trickle ICE).
+        let what = carriedHold == holdInForce ? "candidates" : carriedHold ? "hold" : "resume"
         updateMicrophone()
         let seconds = negotiation.unansweredOfferSeconds
         eventSink.yield(
             .error(
                 TetherError(
                     code: .renegotiationUnanswered, isTerminal: false, canRetry: true,
-                    message: "the peer did not answer the \(carriedHold ? "hold" : "resume") re-offer within \(seconds) s; the call stays as it was")))
+                    message: "the peer did not answer the \(what) re-offer within \(seconds) s; the call stays as it was")))
     }
 
     /// The peer refused our outstanding re-offer (SIP 488 or 491, a browser whose

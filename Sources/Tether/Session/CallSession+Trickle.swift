@@ -17,6 +17,13 @@ struct TrickleState: Sendable {
     var early: [ICECandidateMessage] = []
     /// ICE checks failed while the peer could still add candidates: the failure waits for them.
     var failureHeld = false
+    /// Our offer went out with its candidates incomplete and the peer's answer did not advertise
+    /// trickle: it takes no trickled candidate, so once gathering ends it gets a re-offer (the
+    /// same ICE session) with all of them.
+    var peerNeedsCompleteOffer = false
+    /// The candidates the peer has in a description of ours (the first offer's), to tell whether
+    /// gathering found more.
+    var described: Set<String> = []
 }
 
 extension CallSession {
@@ -29,6 +36,7 @@ extension CallSession {
     /// A description whose candidates are incomplete left: from now on each further candidate
     /// of this generation, and the end, go out as `.localCandidate` events.
     func startTrickling(generation: String, mid: String?, mLineIndex: Int = 0, announced: [String]) {
+        trickle.described = Set(announced)
         trickle.localGeneration = generation
         trickle.mid = mid
         trickle.mLineIndex = mLineIndex
@@ -57,6 +65,32 @@ extension CallSession {
             .localCandidate(ICECandidateMessage(candidate: "", sdpMid: trickle.mid, sdpMLineIndex: trickle.mLineIndex, usernameFragment: generation)))
         logger.debug("trickle ICE: end of candidates sent", metadata: ["candidates": "\(trickle.announced.count)"])
         stopTrickling()
+        offerCompleteCandidatesIfNeeded()
+    }
+
+    /// A peer that does not take trickled candidates (its answer did not advertise trickle) got
+    /// only the candidates our offer had: once gathering has ended, a re-offer in the same ICE
+    /// session (no restart) gives it all of them, if there are more. RFC 8838 §4 has an offerer
+    /// that does not know whether the peer trickles send its candidates complete ("half
+    /// trickle"); `trickleICE` says the embedder knows, and this covers it being wrong.
+    func offerCompleteCandidatesIfNeeded() {
+        guard trickle.peerNeedsCompleteOffer, trickle.localGeneration == nil, let gathered, let negotiated, !state.isClosing else { return }
+        guard !Set(gathered).subtracting(trickle.described).isEmpty else {
+            trickle.peerNeedsCompleteOffer = false
+            return
+        }
+        // Wait for an outstanding offer or a renewal: its description carries every candidate.
+        guard negotiation.pending == nil, regathers.running == nil, !manualRenewalRunning, machine?.attemptInFlight == nil else {
+            trickle.peerNeedsCompleteOffer = false
+            return
+        }
+        trickle.peerNeedsCompleteOffer = false
+        trickle.described = Set(gathered)
+        let offer = negotiation.makeReoffer(.direction, base: reofferBase(candidates: gathered, negotiated: negotiated), now: instantNow())
+        if let deadline = negotiation.nextDeadline { arm(.unansweredOffer, at: deadline) }
+        logger.notice(
+            "the peer takes no trickled candidates: re-offering with all of them", metadata: ["candidates": "\(gathered.count)"])
+        eventSink.yield(.localDescription(SessionDescriptionMessage(kind: .offer, sdp: offer.serialized(), isRestart: true)))
     }
 
     /// The peer's description was applied: whether it may still trickle, and the candidates

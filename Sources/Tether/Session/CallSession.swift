@@ -214,6 +214,10 @@ public actor CallSession {
         guard let result = processed else { throw .invalidState("applyAnswer(_:) needs an outstanding offer") }
         try activate(result)
         peerDescriptionApplied(answer, endOfCandidates: result.remoteEndOfCandidates)
+        if !trickle.described.isEmpty && !Self.advertisesTrickle(answer) {
+            trickle.peerNeedsCompleteOffer = true
+            offerCompleteCandidatesIfNeeded()
+        }
     }
 
     /// Accepts the peer's offer and returns our answer (also emitted as a `.localDescription` event);
