@@ -330,6 +330,8 @@ final class Row: @unchecked Sendable {
             try await ipv6LinkFlap(&r, seconds: seconds, flushed: flushed)
         case .dualStackFamilySwitch:
             try await dualStackFamilySwitch(&r)
+        case .trickleSetUpAndSwitch:
+            try await trickleSetUpAndSwitch(&r)
         }
     }
 
@@ -424,31 +426,34 @@ final class Row: @unchecked Sendable {
 
     func interfaceSwitch(_ r: inout FaultRowResult) async throws(FaultLabError) {
         try await startCall()
-        for round in 1...2 {
-            // Cut the link the call uses now (from A's selected pair), for good; then the other.
-            let local = pairLocalAddress(a) ?? ""
-            let used = local.hasPrefix("10.71.") ? "e1" : "e0"
-            let other = used == "e0" ? "e1" : "e0"
-            if round == 2 {
-                try net.linkUp(net.a, other)
-                try net.linkUp(net.b, other)
-                _ = await net.waitOperational(net.a, other)
-                await pause(2)
-            }
-            let cut = monotonicSeconds()
-            try net.linkDown(net.a, used)
-            try net.linkDown(net.b, used)
-            await settle(after: cut, extra: 3)
-            for (name, listener) in [("B", b!), ("A", a!)] {
-                let g = gap(at: listener, from: cut, to: cut)
-                r.measurements["switch \(round) gap at \(name)"] = g ?? -1
-                r.check("switch \(round): audio gap at \(name) ≤ 0.5 s", within(g, 0.5), "gap \(fmt(g)) (cut \(used))")
-            }
-            let moved = pairLocalAddress(a) ?? ""
-            r.check("switch \(round): the call moved to \(other)", moved.hasPrefix(other == "e1" ? "10.71." : "10.70."), "A's pair is on \(moved)")
-        }
+        for round in 1...2 { try await switchLinks(&r, round: round) }
         await hangUp()
         judgeNoGiveUp(&r)
+    }
+
+    /// Cuts the link the call uses now (from A's selected pair) for good, on both sides; in round
+    /// 2 the other one is brought back first. The call must move with an audio gap ≤ 0.5 s.
+    func switchLinks(_ r: inout FaultRowResult, round: Int) async throws(FaultLabError) {
+        let local = pairLocalAddress(a) ?? ""
+        let used = local.hasPrefix("10.71.") ? "e1" : "e0"
+        let other = used == "e0" ? "e1" : "e0"
+        if round == 2 {
+            try net.linkUp(net.a, other)
+            try net.linkUp(net.b, other)
+            _ = await net.waitOperational(net.a, other)
+            await pause(2)
+        }
+        let cut = monotonicSeconds()
+        try net.linkDown(net.a, used)
+        try net.linkDown(net.b, used)
+        await settle(after: cut, extra: 3)
+        for (name, listener) in [("B", b!), ("A", a!)] {
+            let g = gap(at: listener, from: cut, to: cut)
+            r.measurements["switch \(round) gap at \(name)"] = g ?? -1
+            r.check("switch \(round): audio gap at \(name) ≤ 0.5 s", within(g, 0.5), "gap \(fmt(g)) (cut \(used))")
+        }
+        let moved = pairLocalAddress(a) ?? ""
+        r.check("switch \(round): the call moved to \(other)", moved.hasPrefix(other == "e1" ? "10.71." : "10.70."), "A's pair is on \(moved)")
     }
 
     func processStopped(_ r: inout FaultRowResult, seconds: Double) async throws(FaultLabError) {

@@ -58,6 +58,11 @@ public enum FaultScenario: Sendable, Hashable, CustomStringConvertible {
     /// removed, as when a network withdraws its IPv6 prefix), the call moves to the other; then
     /// it comes back and the other goes, and the call moves back.
     case dualStackFamilySwitch
+    /// Both sides trickle ICE (`--trickle`) and are given a STUN server that never answers (a
+    /// black-hole route): the call is set up on the host candidates without waiting for it; then
+    /// A and B are joined by a second link, and the one carrying the call is cut for good (a
+    /// restart with trickle on).
+    case trickleSetUpAndSwitch
 
     /// The whole matrix, as issue 13 describes it. `lossSeconds` shortens the random-loss row
     /// (10 minutes in full).
@@ -69,6 +74,7 @@ public enum FaultScenario: Sendable, Hashable, CustomStringConvertible {
             .processStopped(seconds: 10), .peerKilled, .consentWithdrawn(seconds: 35), .randomLoss(percent: 20, seconds: lossSeconds),
             .relayOnly, .relayOverTCP, .directPathDiesOntoRelay, .relayOverTLS, .directPathDiesOntoTLSRelayAndBack,
             .ipv6LinkFlap(seconds: 1.5, flushed: false), .ipv6LinkFlap(seconds: 1.5, flushed: true), .dualStackFamilySwitch,
+            .trickleSetUpAndSwitch,
         ]
     }
 
@@ -97,6 +103,7 @@ public enum FaultScenario: Sendable, Hashable, CustomStringConvertible {
         case .ipv6LinkFlap(let d, let flushed):
             return "IPv6 only: link down \(s(d)), addresses \(flushed ? "flushed (Linux default)" : "kept")"
         case .dualStackFamilySwitch: return "dual stack: the call's family removed, then the other"
+        case .trickleSetUpAndSwitch: return "trickle ICE, a STUN server that never answers: set-up, then interface switch"
         }
     }
 
@@ -123,13 +130,14 @@ public enum FaultScenario: Sendable, Hashable, CustomStringConvertible {
         case .directPathDiesOntoTLSRelayAndBack: "on the TLS relay ≤ 1 s after detection; off it after a re-gather once the direct path is back"
         case .ipv6LinkFlap: "restored ≤ 1 s after the path is back (the link up, and A's address out of duplicate address detection)"
         case .dualStackFamilySwitch: "set up on IPv6; on IPv4 ≤ 1 s after A's IPv6 address goes (audio gap ≤ 1 s); back on IPv6 likewise"
+        case .trickleSetUpAndSwitch: "both established ≤ 1 s after their sessions began (not after the STUN server's time-out); audio gap ≤ 500 ms at the switch"
         }
     }
 
     /// The network the row needs.
     var shape: LabNetwork.Shape {
         switch self {
-        case .interfaceSwitch: .direct(links: 2)
+        case .interfaceSwitch, .trickleSetUpAndSwitch: .direct(links: 2)
         case .natRebinding: .routed(nat: true)
         case .routeRemoved: .routed(nat: false)
         case .relayOnly, .relayOverTCP, .relayOverTLS: .relayed(direct: false)

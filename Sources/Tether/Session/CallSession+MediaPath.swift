@@ -104,23 +104,30 @@ extension CallSession {
     /// after the second stream had replaced (and removed) the first, and a description would
     /// name a port nobody listens on. Each caller holds a claim on the result; the stream is
     /// given up only when every claimant has abandoned it.
-    func regatherCandidates() async -> (candidates: [String]?, token: UInt64) {
+    ///
+    /// With `trickle` (when it starts the job) it returns at once with the new stream's host
+    /// candidates, `complete` false: the rest follow as `.localCandidate` events once the
+    /// description leaves (`startTrickling`).
+    func regatherCandidates(trickle: Bool = false) async -> Regathered {
         let (job, start) = regathers.claim()
-        if start { regatherTask = (job, Task { await self.gatherOnFreshStream() }) }
+        if start { regatherTask = (job, Task { await self.gatherOnFreshStream(trickle: trickle) }) }
         // The ledger's running job is always the task's (both are set here, cleared on its end).
-        guard let running = regatherTask, running.job == job else { return (nil, 0) }
+        guard let running = regatherTask, running.job == job else { return Regathered(candidates: nil, token: 0, complete: true) }
         let result = await running.task.value
         if regatherTask?.job == job { regatherTask = nil }
         regathers.finished(job: job, token: result.token)
         return result
     }
 
-    func gatherOnFreshStream() async -> (candidates: [String]?, token: UInt64) {
+    func gatherOnFreshStream(trickle: Bool) async -> Regathered {
         gathered = nil
-        stopTrickling()  // a restart's description carries its candidates complete
+        stopTrickling()  // the earlier generation's candidates are not announced any more
         let token = transport?.regather() ?? 0
+        if trickle, let sofar = transport?.localCandidates(), !sofar.isEmpty {
+            return Regathered(candidates: sofar, token: token, complete: false)
+        }
         let fresh = await awaitGathering()
-        return (fresh?.isEmpty == false ? fresh : nil, token)
+        return Regathered(candidates: fresh?.isEmpty == false ? fresh : nil, token: token, complete: true)
     }
 
     /// A re-gathered stream whose candidates go nowhere (see `ICETransport.abandonRegather`):
@@ -287,4 +294,12 @@ struct MediaSummary {
     var voiceProcessing: String
     var encoderLookaheadMilliseconds: Double
     var encoderMaximumBandwidth: String
+}
+
+/// What a re-gathering found: its candidates (nil: none), the stream's token, and whether they
+/// are all of them (false: trickle ICE, the host candidates of a gathering still running).
+struct Regathered: Sendable {
+    var candidates: [String]?
+    var token: UInt64
+    var complete: Bool
 }

@@ -34,8 +34,11 @@ extension CallSession {
         if !controlling && !regather { return .notSent }  // wait for the controlling side's offer
         func superseded() -> Bool { state.isEnded || (attempt != nil && machine?.attemptInFlight != attempt) }
         let candidates: [String]
+        var complete = true
         if regather {
-            let (fresh, token) = await regatherCandidates()
+            let regathered = await regatherCandidates(trickle: configuration.trickleICE && trickle.peerTakesTrickle)
+            let (fresh, token) = (regathered.candidates, regathered.token)
+            complete = regathered.complete
             if superseded() {
                 abandonRegather(token)
                 return .notSent
@@ -55,7 +58,9 @@ extension CallSession {
             candidates = r.candidates
         }
         guard !candidates.isEmpty else { return .foundNothing }
-        let offer = negotiation.makeReoffer(.restart, base: reofferBase(candidates: candidates, negotiated: negotiated), now: instantNow())
+        var base = reofferBase(candidates: candidates, negotiated: negotiated)
+        base.endOfCandidates = complete
+        let offer = negotiation.makeReoffer(.restart, base: base, now: instantNow())
         restartsOffered += 1
         telemetry.metrics.restartOffered()
         logger.notice(
@@ -64,6 +69,7 @@ extension CallSession {
                 "attempt": "\(attempt.map(String.init) ?? "manual")", "regather": "\(regather)", "candidates": "\(candidates.count)",
             ])
         eventSink.yield(.localDescription(SessionDescriptionMessage(kind: .offer, sdp: offer.serialized(), isRestart: true)))
+        if !complete { startTrickling(generation: base.iceUfrag, mid: offer.media.first?.mid, announced: candidates) }
         return .sent
     }
 
@@ -132,6 +138,7 @@ extension CallSession {
             negotiation.yieldToPeerOffer()
         }
         var candidates: [String] = gathered ?? []
+        var complete = true
         if isICERestart {
             var regather = false
             if var r = recovery {
@@ -150,10 +157,11 @@ extension CallSession {
             let answering = machine?.attemptInFlight
             var regathered: UInt64?
             if regather {
-                let (fresh, token) = await regatherCandidates()
+                let fresh = await regatherCandidates(trickle: configuration.trickleICE && Self.advertisesTrickle(offer))
                 guard !state.isEnded else { throw .invalidState("the call ended while ICE was gathering") }
-                candidates = fresh ?? []
-                regathered = token
+                candidates = fresh.candidates ?? []
+                regathered = fresh.token
+                complete = fresh.complete
             } else {
                 if gathered == nil { _ = await awaitGathering() }  // our own re-gather may be running
                 guard !state.isEnded else { throw .invalidState("the call ended while ICE was gathering") }
@@ -176,8 +184,9 @@ extension CallSession {
         }
         if candidates.isEmpty { candidates = transport.localCandidates() }  // a re-gather still running
         let (answer, result): (SessionDescription, NegotiatedAudio)
+        var base = localParameters(candidates: candidates, crypto: current.localCrypto.map { [$0] } ?? [], dtls: dtls?.localParameters)
+        base.endOfCandidates = complete
         do throws(SDPError) {
-            let base = localParameters(candidates: candidates, crypto: current.localCrypto.map { [$0] } ?? [], dtls: dtls?.localParameters)
             (answer, result) = try negotiation.makeAnswer(to: offer, base: base)
         } catch {
             throw Self.negotiationError(error)
@@ -194,6 +203,9 @@ extension CallSession {
         if isICERestart { peerDescriptionApplied(offer, endOfCandidates: result.remoteEndOfCandidates) }
         let text = answer.serialized()
         eventSink.yield(.localDescription(SessionDescriptionMessage(kind: .answer, sdp: text, isRestart: true)))
+        if !complete, let index = answer.media.firstIndex(where: { $0.port != 0 }) {
+            startTrickling(generation: base.iceUfrag, mid: answer.media[index].mid, mLineIndex: index, announced: candidates)
+        }
         return text
     }
 

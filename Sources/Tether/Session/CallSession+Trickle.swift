@@ -13,6 +13,9 @@ struct TrickleState: Sendable {
     var announced: Set<String> = []
     /// The peer's description advertised trickle and did not end its candidates; no end came yet.
     var peerMayTrickle = false
+    /// The peer's last description advertised trickle: it takes trickled candidates (a restart
+    /// of ours may then trickle too).
+    var peerTakesTrickle = false
     /// Candidates that arrived before the description they belong to was applied.
     var early: [ICECandidateMessage] = []
     /// ICE checks failed while the peer could still add candidates: the failure waits for them.
@@ -41,6 +44,9 @@ extension CallSession {
         trickle.mid = mid
         trickle.mLineIndex = mLineIndex
         trickle.announced = Set(announced)
+        // Gathering may have ended while the description was made (a restart's re-gathering
+        // that found its servers at once): the rest and the end go now.
+        if let gathered { localGatheringFinished(gathered) }
     }
 
     /// Stops trickling (a new generation of candidates is being gathered for a restart, whose
@@ -96,7 +102,8 @@ extension CallSession {
     /// The peer's description was applied: whether it may still trickle, and the candidates
     /// that came before it.
     func peerDescriptionApplied(_ description: SessionDescription, endOfCandidates: Bool) {
-        trickle.peerMayTrickle = Self.advertisesTrickle(description) && !endOfCandidates
+        trickle.peerTakesTrickle = Self.advertisesTrickle(description)
+        trickle.peerMayTrickle = trickle.peerTakesTrickle && !endOfCandidates
         trickle.failureHeld = false
         let early = trickle.early
         trickle.early = []

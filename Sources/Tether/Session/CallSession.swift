@@ -113,7 +113,7 @@ public actor CallSession {
     /// Who shares the re-gathering under way and who holds the streams re-gatherings made.
     var regathers = RegatherLedger()
     /// The re-gathering under way (`regathers.running`), awaited by every caller that claimed it.
-    var regatherTask: (job: Int, task: Task<(candidates: [String]?, token: UInt64), Never>)?
+    var regatherTask: (job: Int, task: Task<Regathered, Never>)?
 
     /// A further stream of the call's events, from now on (for a second observer such as a UI
     /// next to the signaling bridge). Finishes after the `ended` state change.
