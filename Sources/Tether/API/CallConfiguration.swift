@@ -48,8 +48,9 @@ public struct CallConfiguration: Sendable {
     /// itself cannot ask. A peer whose answer does not advertise trickle gets the candidates the
     /// offer lacked in a re-offer (same ICE session, no restart) once gathering ends. An offer
     /// without `ice-options:trickle` is answered in full either way, and the peer's trickled
-    /// candidates (`addRemoteCandidate(_:)`) are always taken. Restart descriptions always carry
-    /// their candidates complete.
+    /// candidates (`addRemoteCandidate(_:)`) are always taken. An ICE restart on fresh candidates
+    /// trickles too when the peer's last description advertised trickle (an interface switch is
+    /// then not held up by a server that does not answer either).
     public var trickleICE: Bool = false
     /// SRTP suites to offer, most preferred first. Must include `AES_CM_128_HMAC_SHA1_80`.
     public var srtpSuites: [SRTPSuite]
