@@ -246,7 +246,7 @@ struct TrickleICETests {
         let answer = try await b.acceptOffer(offer)
         try await a.applyAnswer(answer.components(separatedBy: "\r\n").filter { !$0.hasPrefix("a=candidate:") }.joined(separator: "\r\n"))
         let held = await waitUntil(timeoutSeconds: 30) {
-            log.entries.contains { $0.message.description.contains("waiting for the candidates the peer still trickles") }
+            log.entries.contains { $0.message.description.contains("waiting for the candidates still to come") }
         }
         #expect(held, "B's checks failed and the failure waits")
         #expect(rb.endReason == nil)

@@ -71,6 +71,8 @@ extension CallSession {
             .localCandidate(ICECandidateMessage(candidate: "", sdpMid: trickle.mid, sdpMLineIndex: trickle.mLineIndex, usernameFragment: generation)))
         logger.debug("trickle ICE: end of candidates sent", metadata: ["candidates": "\(trickle.announced.count)"])
         stopTrickling()
+        // A failure held for our own late candidates: their checks now have their time.
+        if trickle.failureHeld && !trickle.peerMayTrickle { arm(.trickledChecks, afterSeconds: Self.trickledCheckSeconds) }
         offerCompleteCandidatesIfNeeded()
     }
 
@@ -135,7 +137,7 @@ extension CallSession {
         if message.isEndOfCandidates {
             trickle.peerMayTrickle = false
             logger.debug("trickle ICE: the peer's end of candidates")
-            if trickle.failureHeld { arm(.trickledChecks, afterSeconds: Self.trickledCheckSeconds) }
+            if trickle.failureHeld && trickle.localGeneration == nil { arm(.trickledChecks, afterSeconds: Self.trickledCheckSeconds) }
             return
         }
         var value = message.candidate.trimmingPrefix("a=")
@@ -169,12 +171,13 @@ extension CallSession {
     /// over about 4 s).
     static let trickledCheckSeconds = 5.0
 
-    /// ICE checks failed while the call was connecting. If the peer may still trickle candidates,
-    /// the failure waits for them (libnice 0.1.21 records a peer's end of candidates but never
-    /// reads it, so it fails a component whose pairs so far all failed); returns whether it waits.
+    /// ICE checks failed while the call was connecting. If candidates may still come (the peer
+    /// may still trickle some, or our own trickled gathering still runs), the failure waits for
+    /// them (libnice 0.1.21 records a peer's end of candidates but never reads it, so it fails a
+    /// component whose pairs so far all failed); returns whether it waits.
     func holdsFailureForTrickle() -> Bool {
-        guard trickle.peerMayTrickle || deadlines.isArmed(.trickledChecks) else { return false }
-        if !trickle.failureHeld { logger.notice("ICE checks failed so far; waiting for the candidates the peer still trickles") }
+        guard trickle.peerMayTrickle || trickle.localGeneration != nil || deadlines.isArmed(.trickledChecks) else { return false }
+        if !trickle.failureHeld { logger.notice("ICE checks failed so far; waiting for the candidates still to come") }
         trickle.failureHeld = true
         return true
     }
