@@ -187,28 +187,8 @@ enum TrickleSetUpBench {
         case silentTURN = "TURN server that never answers"
     }
 
-    /// A UDP socket that takes requests and never answers.
-    final class SilentSocket {
-        let fd: Int32
-        let port: UInt16
-        init() throws {
-            let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
-            self.fd = fd
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_addr.s_addr = inet_addr("127.0.0.1")
-            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-            let ok = withUnsafeMutablePointer(to: &address) { p in
-                p.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
-            }
-            guard fd >= 0, ok else { throw ValidationError("cannot bind a UDP socket on 127.0.0.1") }
-            port = UInt16(bigEndian: address.sin_port)
-        }
-        deinit { close(fd) }
-    }
-
     static func measure(_ server: Server, trickle: Bool, calls: Int, turn: TurnServer?, turnPort: Int) async throws -> [Double] {
-        let silent = try SilentSocket()
+        let silent = try SilentUDPServer()
         var out: [Double] = []
         for _ in 0..<calls {
             func configuration() -> CallConfiguration {

@@ -14,33 +14,10 @@ import TetherTestbed
 /// Trickle ICE (RFC 8838/8840) between two sessions with real libnice on loopback.
 @Suite("Trickle ICE", .keepsLogPerTest, .serialized, .timeLimit(.minutes(2)))
 struct TrickleICETests {
-    /// A UDP socket on loopback that takes STUN requests and never answers: a STUN server out of
-    /// reach, whose discovery libnice gives up on only after its retransmissions (about 2 s).
-    final class SilentServer: Sendable {
-        let fd: Int32
-        let port: Int
-
-        init() throws {
-            let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
-            self.fd = fd
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_addr.s_addr = inet_addr("127.0.0.1")
-            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-            let bound = withUnsafeMutablePointer(to: &address) { pointer in
-                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
-            }
-            port = Int(UInt16(bigEndian: address.sin_port))
-            try #require(fd >= 0 && bound)
-        }
-
-        deinit { close(fd) }
-    }
-
-    func configuration(trickle: Bool, stun: SilentServer? = nil, logger: Logger? = nil) -> CallConfiguration {
+    func configuration(trickle: Bool, stun: SilentUDPServer? = nil, logger: Logger? = nil) -> CallConfiguration {
         var c = CallConfiguration(localAddresses: ["127.0.0.1"], statisticsIntervalSeconds: 0, followsNetworkChanges: false)
         c.trickleICE = trickle
-        if let stun { c.stunServer = IceServer(address: "127.0.0.1", port: UInt16(stun.port)) }
+        if let stun { c.stunServer = IceServer(address: "127.0.0.1", port: stun.port) }
         if let logger { c.logger = logger }
         return c
     }
@@ -50,7 +27,7 @@ struct TrickleICETests {
     /// negotiated while gathering still waits for the server, and established; the end of
     /// candidates follows on each side. Without trickle, the offer waits for the server.
     @Test func theOfferAndAnswerDoNotWaitForAnUnansweringSTUNServer() async throws {
-        let stun = try SilentServer()
+        let stun = try SilentUDPServer()
         let a = try CallSession(configuration: configuration(trickle: true, stun: stun))
         let b = try CallSession(configuration: configuration(trickle: true, stun: stun))
         let sent = Mutex<[(side: InProcessSignaling.Side, event: String, at: UInt64)]>([])
@@ -151,7 +128,7 @@ struct TrickleICETests {
     /// An offer that does not advertise trickle gets a full answer from a side that trickles:
     /// its candidates complete and ended, and no candidate events.
     @Test func anOfferWithoutTrickleGetsAFullAnswer() async throws {
-        let stun = try SilentServer()
+        let stun = try SilentUDPServer()
         let a = try CallSession(configuration: configuration(trickle: false))
         let b = try CallSession(configuration: configuration(trickle: true, stun: stun))
         let candidates = Mutex(0)
@@ -238,7 +215,7 @@ struct TrickleICETests {
         let fragment = try #require(lines.first { $0.hasPrefix("a=ice-ufrag:") }).dropFirst(12)
         let real = lines.filter { $0.hasPrefix("a=candidate:") }.map { String($0.dropFirst(2)) }
         // A port nothing listens on: its checks fail (ICMP port unreachable on loopback).
-        let dead = SilentServer.closedPort()
+        let dead = closedPort()
         let offer = lines.map { $0.hasPrefix("a=candidate:") ? "" : $0 }.filter { !$0.isEmpty }
             .map { $0.hasPrefix("a=ice-ufrag:") ? "a=candidate:9 1 UDP 2130706431 127.0.0.1 \(dead) typ host\r\n" + $0 : $0 }
             .joined(separator: "\r\n")
@@ -273,10 +250,7 @@ struct TrickleICETests {
     }
 }
 
-extension TrickleICETests.SilentServer {
-    /// A loopback UDP port with no socket on it (bound, read, closed).
-    static func closedPort() -> Int {
-        guard let server = try? TrickleICETests.SilentServer() else { return 9 }
-        return server.port
-    }
+/// A loopback UDP port with no socket on it (bound, then closed).
+func closedPort() -> UInt16 {
+    (try? SilentUDPServer())?.port ?? 9
 }
