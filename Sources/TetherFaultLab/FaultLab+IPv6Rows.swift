@@ -92,7 +92,7 @@ extension Row {
     /// black-hole route: what is sent there vanishes, as to a server out of reach): the offer and
     /// the answer leave with the host candidates, and the call is established long before
     /// libnice gives up on the server; then the link carrying it is cut for good, and the
-    /// restart (descriptions complete, candidates of the new stream) moves it.
+    /// restart (trickled too: the new stream's host candidates at once) moves it.
     func trickleSetUpAndSwitch(_ r: inout FaultRowResult) async throws(FaultLabError) {
         for ns in [net.a, net.b] { try net.run(ns, "ip route add blackhole 10.99.9.9/32") }
         let trickle = ["--trickle", "--stun", "10.99.9.9:3478"]

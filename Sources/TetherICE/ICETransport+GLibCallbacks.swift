@@ -79,7 +79,7 @@ func iceGatheringDone(_ agent: OpaquePointer?, _ stream: guint, _ userData: gpoi
 func iceNewCandidate(_ agent: OpaquePointer?, _ candidate: UnsafeMutablePointer<NiceCandidate>?, _ userData: gpointer?) {
     let me = Unmanaged<ICETransport>.fromOpaque(userData!).takeUnretainedValue()
     guard let candidate, me.isCurrent(stream: candidate.pointee.stream_id), let line = me.candidateLine(candidate) else { return }
-    me.deliver(.candidateGathered(line))
+    me.deliver(.candidateGathered(line, ufrag: me.credentialsOnLoop(stream: candidate.pointee.stream_id).ufrag))
 }
 
 func iceStateChanged(

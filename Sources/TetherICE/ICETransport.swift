@@ -526,10 +526,11 @@ public final class ICETransport: @unchecked Sendable {
         runOnLoopThreadAndWait { $0.credentialsOnLoop() } ?? ("", "")
     }
 
-    private func credentialsOnLoop() -> (ufrag: String, password: String) {
+    /// The local credentials of `stream` (the current one by default). GLib thread.
+    func credentialsOnLoop(stream: guint? = nil) -> (ufrag: String, password: String) {
         var ufrag: UnsafeMutablePointer<gchar>?
         var pwd: UnsafeMutablePointer<gchar>?
-        guard nice_agent_get_local_credentials(agent, signalingStream, &ufrag, &pwd) != 0, let ufrag, let pwd else {
+        guard nice_agent_get_local_credentials(agent, stream ?? signalingStream, &ufrag, &pwd) != 0, let ufrag, let pwd else {
             return ("", "")
         }
         defer {
@@ -574,6 +575,26 @@ public final class ICETransport: @unchecked Sendable {
             throw .invalidRemoteCandidate(first)
         }
         return skipped.count
+    }
+
+    /// The peer's candidates libnice holds for the current stream (from descriptions, trickled,
+    /// and peer-reflexive ones learnt from checks), as SDP attribute values: for diagnostics.
+    public func remoteCandidates() -> [String] {
+        runOnLoopThreadAndWait { me -> [String] in
+            var out: [String] = []
+            guard let list = nice_agent_get_remote_candidates(me.agent, me.signalingStream, 1) else { return out }
+            var node: UnsafeMutablePointer<GSList>? = list
+            while let n = node {
+                if let c = n.pointee.data?.assumingMemoryBound(to: NiceCandidate.self), let sdp = nice_agent_generate_local_candidate_sdp(me.agent, c) {
+                    let line = String(cString: sdp)
+                    out.append(line.hasPrefix("a=") ? String(line.dropFirst(2)) : line)
+                    g_free(sdp)
+                }
+                node = n.pointee.next
+            }
+            CNice_free_candidate_list(list)
+            return out
+        } ?? []
     }
 
     /// Adds candidates the peer trickled (RFC 8838; SDP attribute values, with or without the
@@ -866,10 +887,12 @@ public final class ICETransport: @unchecked Sendable {
     /// A local candidate as an SDP attribute value (`candidate:…`), or nil for one that is not
     /// offered: IPv6 link-local candidates (as libwebrtc and Firefox do not offer them), which a
     /// peer can use only on the same link and only knowing which interface (the scope id, which
-    /// a candidate cannot carry), and most of which spell the hardware address out (EUI-64).
-    /// GLib thread.
+    /// a candidate cannot carry), and most of which spell the hardware address out (EUI-64); and
+    /// peer-reflexive ones, which checks taught libnice (RFC 8445 §5.1.1: they are never
+    /// signaled; the peer learns them from the same checks). GLib thread.
     func candidateLine(_ candidate: UnsafeMutablePointer<NiceCandidate>) -> String? {
         guard CNice_address_is_ipv6_linklocal(&candidate.pointee.addr) == 0,
+            candidate.pointee.type != NICE_CANDIDATE_TYPE_PEER_REFLEXIVE,
             let sdp = nice_agent_generate_local_candidate_sdp(agent, candidate)
         else { return nil }
         var s = String(cString: sdp)

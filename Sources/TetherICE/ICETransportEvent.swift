@@ -6,7 +6,9 @@ public enum ICETransportEvent: Sendable, Equatable {
     /// `candidate:…`), as libnice found it: host candidates at once, server-reflexive and relayed
     /// ones as their servers answer. For trickle ICE (RFC 8838); `gatheringDone` still follows
     /// with all of them. IPv6 link-local candidates are not reported (see `localCandidates()`).
-    case candidateGathered(String)
+    /// `ufrag` is the stream's local username fragment: an event of a stream that a re-gathering
+    /// has since replaced can still be waiting in the handler's queue, and says so by it.
+    case candidateGathered(String, ufrag: String)
     /// The component changed state.
     case componentStateChanged(ICEComponentState)
     /// A pair was selected and carries media now.

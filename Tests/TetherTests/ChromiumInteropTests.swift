@@ -129,11 +129,18 @@ struct ChromiumInteropTests {
         #expect(lines(chromium, "candidate").contains { ($0["candidate"] as? String ?? "").hasPrefix("candidate:") })
 
         for (who, command) in [(chromium, "restart"), (tether, "renew")] {
+            let answerer = who === chromium ? tether : chromium
+            func restartAnswers() -> Int { lines(answerer, "answer").filter { $0["restart"] as? Bool == true }.count }
+            let answersBefore = restartAnswers()
             let packetsBefore = await chromium.report(timeoutSeconds: 10) { _ in true }?["packetsReceived"] as? Int ?? 0
             who.send(command)
+            #expect(await waitUntil(timeoutSeconds: 15) { restartAnswers() > answersBefore }, "the \(command) was answered")
             let after = await chromium.report(timeoutSeconds: 20) { ($0["packetsReceived"] as? Int ?? 0) > packetsBefore + 50 }
             #expect(after?["connectionState"] as? String == "connected", "media flows after the \(command)")
         }
+        // Tether's restart trickled (Chromium takes trickled candidates): its offer had no end.
+        let restartOffer = lines(tether, "offer").last { $0["restart"] as? Bool == true }?["sdp"] as? String ?? ""
+        #expect(restartOffer.contains("a=ice-options:trickle") && !restartOffer.contains("a=end-of-candidates"))
         chromium.send("hangup")
         #expect(await tether.waitForExit(timeoutSeconds: 10) == 0)
         _ = await chromium.waitForExit(timeoutSeconds: 10)

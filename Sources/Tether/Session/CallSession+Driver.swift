@@ -104,8 +104,10 @@ extension CallSession {
             perform(actions)
         }
         forwardReceivedDTMF()
-        // A hold or resume that waited for an outstanding offer or a renewal goes out here.
+        // A hold or resume that waited for an outstanding offer or a renewal goes out here, and
+        // the complete candidates a peer that takes no trickled ones still lacks.
         offerHoldChangeIfNeeded()
+        offerCompleteCandidatesIfNeeded()
         publishTelemetry()
         if state == .established { telemetry.sampleIfDue(now: MonotonicClock.nanoseconds()) }
         guard var r = recovery, !state.isEnded else { return nil }
@@ -223,7 +225,8 @@ extension CallSession {
             gatherWaiters = []
             for w in waiters { w.resume(returning: candidates) }
             localGatheringFinished(candidates)
-        case .ice(.candidateGathered(let line)):
+        case .ice(.candidateGathered(let line, let ufrag)):
+            guard ufrag == trickle.localGeneration else { return }  // an earlier stream's, still queued
             localCandidateGathered(line)
         case .ice(.componentStateChanged(let s)):
             logger.debug("ICE component \(s)")

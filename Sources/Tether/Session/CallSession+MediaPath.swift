@@ -113,7 +113,12 @@ extension CallSession {
         if start { regatherTask = (job, Task { await self.gatherOnFreshStream(trickle: trickle) }) }
         // The ledger's running job is always the task's (both are set here, cleared on its end).
         guard let running = regatherTask, running.job == job else { return Regathered(candidates: nil, token: 0, complete: true) }
-        let result = await running.task.value
+        var result = await running.task.value
+        if !trickle && !result.complete {
+            // The job trickles for another claimant; this one's description needs them all.
+            let all = await awaitGathering()
+            result = Regathered(candidates: all?.isEmpty == false ? all : result.candidates, token: result.token, complete: true)
+        }
         if regatherTask?.job == job { regatherTask = nil }
         regathers.finished(job: job, token: result.token)
         return result

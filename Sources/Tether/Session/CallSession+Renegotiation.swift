@@ -61,6 +61,7 @@ extension CallSession {
         var base = reofferBase(candidates: candidates, negotiated: negotiated)
         base.endOfCandidates = complete
         let offer = negotiation.makeReoffer(.restart, base: base, now: instantNow())
+        trickle.peerNeedsCompleteOffer = false  // the restart's description carries this generation's
         restartsOffered += 1
         telemetry.metrics.restartOffered()
         logger.notice(
@@ -99,7 +100,7 @@ extension CallSession {
         if answer.purpose == .direction {
             // Hold or resume: the same ICE session (a peer that restarted ICE anyway is followed).
             try rekeyIfNeeded(current: current, new: result)
-            if answer.restartsICE { try Self.applyRemoteICE(result, to: transport, describing: "answer") }
+            if answer.restartsICE { try Self.applyRemoteICE(result, to: transport, describing: "answer") } else { addDescribedCandidates(result, to: transport) }
             negotiation.takeAnswer(answer)
             adopted()
             if answer.restartsICE { peerDescriptionApplied(parsed, endOfCandidates: result.remoteEndOfCandidates) }
@@ -192,7 +193,9 @@ extension CallSession {
             throw Self.negotiationError(error)
         }
         try rekeyIfNeeded(current: current, new: result)
+        if !isICERestart { addDescribedCandidates(result, to: transport) }
         if isICERestart {
+            trickle.peerNeedsCompleteOffer = false
             try Self.applyRemoteICE(result, to: transport, describing: "restart offer")
             restartsAnswered += 1
             telemetry.metrics.restartAnswered()
@@ -207,6 +210,23 @@ extension CallSession {
             startTrickling(generation: base.iceUfrag, mid: answer.media[index].mid, mLineIndex: index, announced: candidates)
         }
         return text
+    }
+
+    /// A re-offer or its answer in the same ICE session (hold, resume, or the complete
+    /// candidates of a peer that trickled its first description): candidates it names that ICE
+    /// does not have yet are added (libnice keeps the ones it has).
+    func addDescribedCandidates(_ result: NegotiatedAudio, to transport: ICETransport) {
+        // Only new transport addresses: updating one libnice has (a learnt peer-reflexive one)
+        // recomputes pair priorities and may move a working call's selected pair for nothing.
+        func endpoint(_ candidate: ICECandidate) -> String { "\(candidate.address.lowercased()) \(candidate.port)" }
+        let known = Set(transport.remoteCandidates().compactMap { try? ICECandidate.parse($0) }.map(endpoint))
+        let usable = Self.reachableCandidates(result.remoteCandidates.filter { !known.contains(endpoint($0)) })
+        guard !usable.isEmpty else { return }
+        do throws(ICETransportError) {
+            try transport.addRemoteCandidates(usable)
+        } catch {
+            logger.warning("ICE refused the candidates of the peer's re-offer: \(error)")
+        }
     }
 
     /// Gives ICE the peer's credentials and UDP candidates from a negotiated description.
@@ -320,7 +340,9 @@ extension CallSession {
         else { return }
         // An offer nobody answers (lost by the signaling, refused without word) would block every
         // later one: the negotiator withdraws it at its deadline (the set-up time).
-        let base = reofferBase(candidates: gathered ?? transport.localCandidates(), negotiated: negotiated)
+        var base = reofferBase(candidates: gathered ?? transport.localCandidates(), negotiated: negotiated)
+        base.endOfCandidates = gathered != nil  // while a trickled gathering runs, more may come
+        if let gathered { trickle.described.formUnion(gathered) }
         let offer = negotiation.makeReoffer(.direction, base: base, now: instantNow())
         if let deadline = negotiation.nextDeadline { arm(.unansweredOffer, at: deadline) }
         eventSink.yield(.localDescription(SessionDescriptionMessage(kind: .offer, sdp: offer.serialized(), isRestart: true)))

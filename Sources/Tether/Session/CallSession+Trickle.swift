@@ -16,8 +16,12 @@ struct TrickleState: Sendable {
     /// The peer's last description advertised trickle: it takes trickled candidates (a restart
     /// of ours may then trickle too).
     var peerTakesTrickle = false
-    /// Candidates that arrived before the description they belong to was applied.
+    /// Candidates that arrived before the description they belong to was applied (the first
+    /// one, or a restart's being answered), at most `earlyLimit`, oldest dropped first.
     var early: [ICECandidateMessage] = []
+    static let earlyLimit = 64
+    /// The peer has trickled at least one candidate to this call.
+    var peerTrickled = false
     /// ICE checks failed while the peer could still add candidates: the failure waits for them.
     var failureHeld = false
     /// Our offer went out with its candidates incomplete and the peer's answer did not advertise
@@ -63,9 +67,11 @@ extension CallSession {
             .localCandidate(ICECandidateMessage(candidate: line, sdpMid: trickle.mid, sdpMLineIndex: trickle.mLineIndex, usernameFragment: generation)))
     }
 
-    /// Gathering finished: whatever was not announced yet, then the end of candidates.
+    /// Gathering finished: whatever was not announced yet, then the end of candidates. The
+    /// gathering must be the trickling generation's (a replaced stream's signal can still be
+    /// queued): its stream's credentials are asked.
     func localGatheringFinished(_ candidates: [String]) {
-        guard let generation = trickle.localGeneration, !state.isEnded else { return }
+        guard let generation = trickle.localGeneration, !state.isEnded, transport?.localCredentials().ufrag == generation else { return }
         for line in candidates { localCandidateGathered(line) }
         eventSink.yield(
             .localCandidate(ICECandidateMessage(candidate: "", sdpMid: trickle.mid, sdpMLineIndex: trickle.mLineIndex, usernameFragment: generation)))
@@ -87,11 +93,11 @@ extension CallSession {
             trickle.peerNeedsCompleteOffer = false
             return
         }
-        // Wait for an outstanding offer or a renewal: its description carries every candidate.
-        guard negotiation.pending == nil, regathers.running == nil, !manualRenewalRunning, machine?.attemptInFlight == nil else {
-            trickle.peerNeedsCompleteOffer = false
-            return
-        }
+        // Wait for an outstanding offer or a renewal to finish (the driver's passes ask again;
+        // a restart's description carries every candidate and clears the need).
+        guard negotiation.pending == nil, regathers.running == nil, !manualRenewalRunning, machine?.attemptInFlight == nil,
+            state == .established || state == .connecting
+        else { return }
         trickle.peerNeedsCompleteOffer = false
         trickle.described = Set(gathered)
         let offer = negotiation.makeReoffer(.direction, base: reofferBase(candidates: gathered, negotiated: negotiated), now: instantNow())
@@ -102,16 +108,17 @@ extension CallSession {
     }
 
     /// The peer's description was applied: whether it may still trickle, and the candidates
-    /// that came before it.
+    /// that came before it (those of another generation still are an earlier one's: dropped).
     func peerDescriptionApplied(_ description: SessionDescription, endOfCandidates: Bool) {
         trickle.peerTakesTrickle = Self.advertisesTrickle(description)
         trickle.peerMayTrickle = trickle.peerTakesTrickle && !endOfCandidates
         trickle.failureHeld = false
+        deadlines.disarm(.trickledChecks)
         let early = trickle.early
         trickle.early = []
         for message in early {
             do throws(TetherError) {
-                try addRemoteCandidate(message)
+                try addRemote(message, keepingOtherGenerations: false)
             } catch {
                 logger.warning("a trickled candidate that came before the description was refused: \(error.message)")
             }
@@ -120,20 +127,28 @@ extension CallSession {
 
     /// Adds a candidate the peer trickled (RFC 8838), or its end of candidates
     /// (``ICECandidateMessage/isEndOfCandidates``): ICE checks the new pairs at once. A candidate
-    /// that comes before the peer's description is kept until it is applied; one of an earlier
-    /// generation (another `usernameFragment`, before an ICE restart) is ignored, as are mDNS
-    /// names and IPv6 link-local addresses (as in descriptions).
+    /// that comes before the description it belongs to (the first, or an ICE restart's still
+    /// being answered: another `usernameFragment`) is kept until that is applied; one of an
+    /// earlier generation is then dropped. mDNS names and IPv6 link-local addresses are
+    /// skipped, as in descriptions.
     /// - Throws: 3001 (`malformedSessionDescription`) for a candidate that does not parse.
     public func addRemoteCandidate(_ message: ICECandidateMessage) throws(TetherError) {
+        try addRemote(message, keepingOtherGenerations: true)
+    }
+
+    func addRemote(_ message: ICECandidateMessage, keepingOtherGenerations: Bool) throws(TetherError) {
         guard !state.isEnded else { return }
-        guard let negotiated, let transport else {
+        let otherGeneration = message.usernameFragment.map { !$0.isEmpty && $0 != negotiated?.remoteICEUfrag } ?? false
+        guard let negotiated, let transport, !otherGeneration else {
+            guard keepingOtherGenerations else {
+                logger.debug("trickle ICE: dropped a candidate of an earlier generation", metadata: ["ufrag": "\(message.usernameFragment ?? "")"])
+                return
+            }
+            if trickle.early.count >= TrickleState.earlyLimit { trickle.early.removeFirst() }
             trickle.early.append(message)
             return
         }
-        if let fragment = message.usernameFragment, !fragment.isEmpty, fragment != negotiated.remoteICEUfrag {
-            logger.debug("trickle ICE: ignored a candidate of another generation", metadata: ["ufrag": "\(fragment)"])
-            return
-        }
+        _ = negotiated
         if message.isEndOfCandidates {
             trickle.peerMayTrickle = false
             logger.debug("trickle ICE: the peer's end of candidates")
@@ -155,6 +170,7 @@ extension CallSession {
             logger.debug("trickle ICE: the peer's candidate is not one ICE can use (mDNS name, TCP)")
             return
         }
+        trickle.peerTrickled = true
         do throws(ICETransportError) {
             let skipped = try transport.addRemoteCandidates(usable)
             if skipped == 0 { logger.debug("trickle ICE: the peer's candidate added", metadata: ["type": "\(candidate.type)"]) }
@@ -175,12 +191,25 @@ extension CallSession {
     /// may still trickle some, or our own trickled gathering still runs), the failure waits for
     /// them (libnice 0.1.21 records a peer's end of candidates but never reads it, so it fails a
     /// component whose pairs so far all failed); returns whether it waits.
+    ///
+    /// Only where trickling is under way: our own trickled gathering runs, or the peer may still
+    /// trickle and either we trickle too or it has sent candidates so (a peer whose complete
+    /// description merely lacks `a=end-of-candidates`, as browsers' do, is not waited for). The
+    /// wait is capped at `trickleFailureCapSeconds`, and ends `trickledCheckSeconds` after the
+    /// last candidates of both sides.
     func holdsFailureForTrickle() -> Bool {
-        guard trickle.peerMayTrickle || trickle.localGeneration != nil || deadlines.isArmed(.trickledChecks) else { return false }
-        if !trickle.failureHeld { logger.notice("ICE checks failed so far; waiting for the candidates still to come") }
+        let peerStillTrickling = trickle.peerMayTrickle && (configuration.trickleICE || trickle.peerTrickled)
+        guard peerStillTrickling || trickle.localGeneration != nil || deadlines.isArmed(.trickledChecks) else { return false }
+        if !trickle.failureHeld {
+            logger.notice("ICE checks failed so far; waiting for the candidates still to come")
+            arm(.trickledChecks, afterSeconds: Self.trickleFailureCapSeconds)
+        }
         trickle.failureHeld = true
         return true
     }
+
+    /// The longest a connectivity failure waits for trickled candidates.
+    static let trickleFailureCapSeconds = 10.0
 
     /// The peer's trickled candidates had their checks and none worked.
     func trickledChecksEnded() {
