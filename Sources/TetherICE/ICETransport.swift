@@ -116,10 +116,10 @@ public final class ICETransport: @unchecked Sendable {
     public let configuration: ICETransportConfiguration
     private let context: OpaquePointer  // GMainContext
     private let loop: OpaquePointer  // GMainLoop
-    private let agent: OpaquePointer
+    let agent: OpaquePointer
     /// The newest stream: the one descriptions speak for (its credentials and candidates, the
     /// peer's credentials and candidates applied to it). GLib thread only.
-    private var signalingStream: guint
+    private(set) var signalingStream: guint
     /// The stream whose selected pair carries media (0 before any pair). Differs from
     /// `signalingStream` after `regather()` until the new stream selects a pair: the old pair
     /// keeps carrying media meanwhile (make before break). GLib thread only.
@@ -130,7 +130,7 @@ public final class ICETransport: @unchecked Sendable {
     private let sendEventFD: Int32
     private var sendWatch: UnsafeMutablePointer<GSource>?
     private let eventHandler: @Sendable (ICETransportEvent) -> Void
-    private let closed = Atomic<Bool>(false)
+    let closed = Atomic<Bool>(false)
     /// The route the media thread sends on (release/acquire: the route's fields and descriptor
     /// are published with the pointer).
     private let publishedRoute = Atomic<UnsafeMutablePointer<ICEDirectRoute>?>(nil)
@@ -145,7 +145,7 @@ public final class ICETransport: @unchecked Sendable {
     /// Datagrams sent directly (media thread writes, relaxed: a counter).
     private let directSends = Atomic<Int>(0)
     /// The peer's credentials per stream, for the checks `probePath()` sends. GLib thread only.
-    private var remoteCredentials: [guint: (ufrag: String, password: String)] = [:]
+    var remoteCredentials: [guint: (ufrag: String, password: String)] = [:]
     /// Path probes sent so far; each one claims a higher priority than the last (GLib thread only).
     private var probesSent: UInt32 = 0
     /// ICE-CONTROLLING/CONTROLLED tie-breaker of the probes (a role conflict is never meant).
@@ -514,13 +514,6 @@ public final class ICETransport: @unchecked Sendable {
     /// works, and its failure is not the call's).
     func isCurrent(stream: guint) -> Bool { stream == signalingStream }
 
-    /// The local candidates gathered so far on the current stream (SDP attribute values), for a
-    /// gathering that is taking long (a STUN or TURN server out of reach): the host candidates
-    /// are there long before it gives up.
-    public func localCandidates() -> [String] {
-        runOnLoopThreadAndWait { $0.gatheredCandidates() } ?? []
-    }
-
     /// The local ICE username fragment and password.
     public func localCredentials() -> (ufrag: String, password: String) {
         runOnLoopThreadAndWait { $0.credentialsOnLoop() } ?? ("", "")
@@ -548,106 +541,16 @@ public final class ICETransport: @unchecked Sendable {
     @discardableResult
     public func setRemote(ufrag: String, password: String, candidates: [String]) throws(ICETransportError) -> Int {
         guard !closed.load(ordering: .acquiring) else { throw .closed }
-        let a = agent
-        let me = UnsafeSendableTransport(self)
-        let outcome = Mutex<(error: ICETransportError?, skipped: [String])>((nil, []))
-        let done = Wakeup()
-        onLoopThread {
-            defer { done.signal() }
-            let s = me.transport.signalingStream
-            guard nice_agent_set_remote_credentials(a, s, ufrag, password) != 0 else {
-                outcome.withLock { $0.error = .remoteRejected("credentials") }
-                return
-            }
-            me.transport.remoteCredentials[s] = (ufrag, password)
-            let (skipped, refused) = me.transport.addRemoteOnLoop(candidates, stream: s)
-            outcome.withLock {
-                $0.skipped = skipped
-                if refused { $0.error = .remoteRejected("candidates") }
-            }
+        let outcome = runOnLoopThreadAndWait { me -> (error: ICETransportError?, skipped: [String]) in
+            let s = me.signalingStream
+            guard nice_agent_set_remote_credentials(me.agent, s, ufrag, password) != 0 else { return (.remoteRejected("credentials"), []) }
+            me.remoteCredentials[s] = (ufrag, password)
+            let (skipped, refused) = me.addRemoteOnLoop(candidates, stream: s)
+            return (refused ? .remoteRejected("candidates") : nil, skipped)
         }
-        guard done.wait(untilMonotonicNanoseconds: MonotonicClock.nanoseconds() + 5_000_000_000) else {
-            throw .remoteRejected("the ICE thread did not answer within 5 s")
-        }
-        let (error, skipped) = outcome.withLock { $0 }
-        if let error { throw error }
-        if !candidates.isEmpty && skipped.count == candidates.count, let first = skipped.first {
-            throw .invalidRemoteCandidate(first)
-        }
-        return skipped.count
-    }
-
-    /// The peer's candidates libnice holds for the current stream (from descriptions, trickled,
-    /// and peer-reflexive ones learnt from checks), as SDP attribute values: for diagnostics.
-    public func remoteCandidates() -> [String] {
-        runOnLoopThreadAndWait { me -> [String] in
-            var out: [String] = []
-            guard let list = nice_agent_get_remote_candidates(me.agent, me.signalingStream, 1) else { return out }
-            var node: UnsafeMutablePointer<GSList>? = list
-            while let n = node {
-                if let c = n.pointee.data?.assumingMemoryBound(to: NiceCandidate.self), let sdp = nice_agent_generate_local_candidate_sdp(me.agent, c) {
-                    let line = String(cString: sdp)
-                    out.append(line.hasPrefix("a=") ? String(line.dropFirst(2)) : line)
-                    g_free(sdp)
-                }
-                node = n.pointee.next
-            }
-            CNice_free_candidate_list(list)
-            return out
-        } ?? []
-    }
-
-    /// Adds candidates the peer trickled (RFC 8838; SDP attribute values, with or without the
-    /// `a=` and `candidate:` prefixes) to the current stream, after its credentials were set
-    /// with `setRemote`: checks start on the new pairs. Runs on the GLib thread; returns once
-    /// applied.
-    /// - Returns: how many candidates were skipped (mDNS names, IPv6 link-local, unparsable).
-    /// - Throws: when libnice refuses them, or none of several candidates is usable.
-    @discardableResult
-    public func addRemoteCandidates(_ candidates: [String]) throws(ICETransportError) -> Int {
-        guard !closed.load(ordering: .acquiring) else { throw .closed }
-        let me = UnsafeSendableTransport(self)
-        let outcome = Mutex<(skipped: [String], refused: Bool)?>(nil)
-        let done = Wakeup()
-        onLoopThread {
-            defer { done.signal() }
-            let result = me.transport.addRemoteOnLoop(candidates, stream: me.transport.signalingStream)
-            outcome.withLock { $0 = result }
-        }
-        guard done.wait(untilMonotonicNanoseconds: MonotonicClock.nanoseconds() + 5_000_000_000), let (skipped, refused) = outcome.withLock({ $0 }) else {
-            throw .remoteRejected("the ICE thread did not answer within 5 s")
-        }
-        if refused { throw .remoteRejected("candidates") }
-        if !candidates.isEmpty && skipped.count == candidates.count, let first = skipped.first {
-            throw .invalidRemoteCandidate(first)
-        }
-        return skipped.count
-    }
-
-    /// Parses `candidates` and gives the usable ones to libnice for `stream`. GLib thread.
-    /// - Returns: the lines skipped (unparsable, or IPv6 link-local: see `candidateLine`), and
-    ///   whether libnice refused the rest.
-    func addRemoteOnLoop(_ candidates: [String], stream: guint) -> (skipped: [String], refused: Bool) {
-        var skipped: [String] = []
-        var list: UnsafeMutablePointer<GSList>?
-        for line in candidates {
-            var value = line.hasPrefix("a=") ? String(line.dropFirst(2)) : line
-            if !value.hasPrefix("candidate:") { value = "candidate:" + value }
-            guard let c = nice_agent_parse_remote_candidate_sdp(agent, stream, "a=" + value) else {
-                skipped.append(line)
-                continue
-            }
-            guard CNice_address_is_ipv6_linklocal(&c.pointee.addr) == 0 else {
-                nice_candidate_free(c)
-                skipped.append(line)
-                continue
-            }
-            list = g_slist_append(list, c)
-        }
-        guard list != nil else { return (skipped, false) }
-        let n = nice_agent_set_remote_candidates(agent, stream, 1, list)
-        CNice_free_candidate_list(list)
-        return (skipped, n < 0)
+        guard let outcome else { throw .remoteRejected("the ICE thread did not answer within 5 s") }
+        if let error = outcome.error { throw error }
+        return try Self.usableCount(of: candidates, skipped: outcome.skipped)
     }
 
     /// Whether a candidate pair is selected on the current stream, so `send` has somewhere to
@@ -836,7 +739,7 @@ public final class ICETransport: @unchecked Sendable {
     }
 
     /// Runs `body` on the GLib thread and waits (up to 5 s) for its result; nil when closed or timed out.
-    private func runOnLoopThreadAndWait<T: Sendable>(_ body: @escaping @Sendable (ICETransport) -> T) -> T? {
+    func runOnLoopThreadAndWait<T: Sendable>(_ body: @escaping @Sendable (ICETransport) -> T) -> T? {
         guard !closed.load(ordering: .acquiring) else { return nil }
         let result = Mutex<T?>(nil)
         let done = Wakeup()
@@ -868,37 +771,6 @@ public final class ICETransport: @unchecked Sendable {
 
     func deliver(_ event: ICETransportEvent) {
         eventHandler(event)
-    }
-
-    func gatheredCandidates() -> [String] {
-        var out: [String] = []
-        guard let list = nice_agent_get_local_candidates(agent, signalingStream, 1) else { return out }
-        var node: UnsafeMutablePointer<GSList>? = list
-        while let n = node {
-            if let cand = n.pointee.data?.assumingMemoryBound(to: NiceCandidate.self), let line = candidateLine(cand) {
-                out.append(line)
-            }
-            node = n.pointee.next
-        }
-        CNice_free_candidate_list(list)
-        return out
-    }
-
-    /// A local candidate as an SDP attribute value (`candidate:…`), or nil for one that is not
-    /// offered: IPv6 link-local candidates (as libwebrtc and Firefox do not offer them), which a
-    /// peer can use only on the same link and only knowing which interface (the scope id, which
-    /// a candidate cannot carry), and most of which spell the hardware address out (EUI-64); and
-    /// peer-reflexive ones, which checks taught libnice (RFC 8445 §5.1.1: they are never
-    /// signaled; the peer learns them from the same checks). GLib thread.
-    func candidateLine(_ candidate: UnsafeMutablePointer<NiceCandidate>) -> String? {
-        guard CNice_address_is_ipv6_linklocal(&candidate.pointee.addr) == 0,
-            candidate.pointee.type != NICE_CANDIDATE_TYPE_PEER_REFLEXIVE,
-            let sdp = nice_agent_generate_local_candidate_sdp(agent, candidate)
-        else { return nil }
-        var s = String(cString: sdp)
-        g_free(sdp)
-        if s.hasPrefix("a=") { s.removeFirst(2) }
-        return s
     }
 }
 
