@@ -431,6 +431,28 @@ final class Row: @unchecked Sendable {
         judgeNoGiveUp(&r)
     }
 
+    /// Trickle ICE on both sides, each given a STUN server that never answers (10.99.9.9, a
+    /// black-hole route: what is sent there vanishes, as to a server out of reach): the offer and
+    /// the answer leave with the host candidates, and the call is established long before
+    /// libnice gives up on the server; then the link carrying it is cut for good, and the
+    /// restart (trickled too: the new stream's host candidates at once) moves it.
+    func trickleSetUpAndSwitch(_ r: inout FaultRowResult) async throws(FaultLabError) {
+        for ns in [net.a, net.b] { try net.run(ns, "ip route add blackhole 10.99.9.9/32") }
+        let trickle = ["--trickle", "--stun", "10.99.9.9:3478"]
+        try await startCall(extraA: trickle, extraB: trickle)
+        for (name, side) in [("A", a!), ("B", b!)] {
+            // The state line's own clock: seconds since the side's session began.
+            let seconds = side.states.first { $0.state == "established" }?.line.object["seconds"] as? Double
+            r.measurements["\(name) established after its session began"] = seconds ?? -1
+            r.check("\(name) established ≤ 1 s after its session began", within(seconds, 1), "\(fmt(seconds))")
+            let ended = side.recorded.contains { $0.type == "candidate" && ($0.object["candidate"] as? String) == "" }
+            r.check("\(name) trickled its end of candidates", ended, ended ? "sent" : "no end-of-candidates line")
+        }
+        try await switchLinks(&r, round: 1)
+        await hangUp()
+        judgeNoGiveUp(&r)
+    }
+
     /// Cuts the link the call uses now (from A's selected pair) for good, on both sides; in round
     /// 2 the other one is brought back first. The call must move with an audio gap ≤ 0.5 s.
     func switchLinks(_ r: inout FaultRowResult, round: Int) async throws(FaultLabError) {

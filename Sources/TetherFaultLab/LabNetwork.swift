@@ -223,20 +223,16 @@ final class LabNetwork: @unchecked Sendable {
     }
 
     /// Drops UDP in `ns`: inbound, outbound or both, optionally only a random `percent` of it,
-    /// optionally only to and from `peer`, optionally only of one family (`"ip"` or `"ip6"`).
-    func dropUDP(
-        _ ns: String, table: String, input: Bool = true, output: Bool = true, percent: Int? = nil, peer: String? = nil, family: String? = nil
-    ) throws(FaultLabError) {
+    /// optionally only to and from `peer`.
+    func dropUDP(_ ns: String, table: String, input: Bool = true, output: Bool = true, percent: Int? = nil, peer: String? = nil) throws(FaultLabError) {
         let sample = percent.map { "numgen random mod 100 < \($0) " } ?? ""
-        let peerFamily = peer.map { $0.contains(":") ? "ip6" : "ip" }
-        let only = family.map { "meta nfproto \($0 == "ip6" ? "ipv6" : "ipv4") " } ?? ""
         var chains = ""
         if input {
-            let match = only + (peer.map { "\(peerFamily!) saddr \($0) " } ?? "")
+            let match = peer.map { "ip saddr \($0) " } ?? ""
             chains += "chain in { type filter hook input priority 0; policy accept; \(match)meta l4proto udp \(sample)drop; }\n"
         }
         if output {
-            let match = only + (peer.map { "\(peerFamily!) daddr \($0) " } ?? "")
+            let match = peer.map { "ip daddr \($0) " } ?? ""
             chains += "chain out { type filter hook output priority 0; policy accept; \(match)meta l4proto udp \(sample)drop; }\n"
         }
         try nft(ns, table: table, chains)

@@ -138,17 +138,17 @@ extension CallSession {
 
     func addRemote(_ message: ICECandidateMessage, keepingOtherGenerations: Bool) throws(TetherError) {
         guard !state.isEnded else { return }
-        let otherGeneration = message.usernameFragment.map { !$0.isEmpty && $0 != negotiated?.remoteICEUfrag } ?? false
-        guard let negotiated, let transport, !otherGeneration else {
+        // The peer's generation in force; a message without a fragment belongs to it.
+        let fragment = message.usernameFragment ?? ""
+        guard let current = negotiated?.remoteICEUfrag, fragment.isEmpty || fragment == current, let transport else {
             guard keepingOtherGenerations else {
-                logger.debug("trickle ICE: dropped a candidate of an earlier generation", metadata: ["ufrag": "\(message.usernameFragment ?? "")"])
+                logger.debug("trickle ICE: dropped a candidate of an earlier generation", metadata: ["ufrag": "\(fragment)"])
                 return
             }
             if trickle.early.count >= TrickleState.earlyLimit { trickle.early.removeFirst() }
             trickle.early.append(message)
             return
         }
-        _ = negotiated
         if message.isEndOfCandidates {
             trickle.peerMayTrickle = false
             logger.debug("trickle ICE: the peer's end of candidates")
