@@ -177,8 +177,13 @@ start() {
     pipewire)
         # WirePlumber's remembered defaults and routes would outlive a restart; start from none.
         rm -rf "$XDG_STATE_HOME/wireplumber"
+        # A killed server leaves its socket file behind: waiting for the file alone let
+        # WirePlumber start before the new server listened, fail to connect and exit (2 restarts
+        # in 15). Remove it, and start WirePlumber once the server answers.
+        rm -f "$PIPEWIRE_RUNTIME_DIR"/pipewire-0 "$PIPEWIRE_RUNTIME_DIR"/pipewire-0.lock \
+            "$PIPEWIRE_RUNTIME_DIR"/pipewire-0-manager "$PIPEWIRE_RUNTIME_DIR"/pipewire-0-manager.lock
         launch server pipewire
-        wait_until 100 test -S "$PIPEWIRE_RUNTIME_DIR/pipewire-0"
+        wait_until 200 pw-cli info 0 || { echo "control: the pipewire server did not answer" >&2; return 1; }
         launch session-manager wireplumber
         launch pulse pipewire-pulse
         ;;
