@@ -25,6 +25,7 @@
 #   control kill                   the server's processes killed (SIGKILL), as in a crash
 #   control start                  started again with the same devices, ready when it returns
 #   control kill-source-output N   the server ends one recording stream (pactl's index N)
+#   control kill-sink-input N      the server ends one playback stream (pactl's index N)
 #   control stop-session-manager   PipeWire only: WirePlumber stopped, so nothing links new streams
 # TETHER_TEST_AUDIO_KEEP=1 keeps the folder (logs) after the run.
 set -euo pipefail
@@ -226,9 +227,9 @@ case "${1:-}" in
 start) start ;;
 kill) stop_all KILL ;;
 stop) stop_all TERM ;;
-kill-source-output)
+kill-source-output | kill-sink-input)
     case "$SERVER" in
-    pulseaudio) pacmd kill-source-output "$2" ;;
+    pulseaudio) pacmd "$1" "$2" ;;
     pipewire)
         # pactl's index is the node's object.serial; pw-cli destroys by object id.
         id=$(pw-cli ls Node | awk -v serial="$2" '
@@ -247,7 +248,7 @@ stop-session-manager)
     rm -f "$DIR/session-manager.pid"
     ;;
 *)
-    echo "usage: control start | kill | stop | kill-source-output INDEX | stop-session-manager" >&2
+    echo "usage: control start | kill | stop | kill-source-output INDEX | kill-sink-input INDEX | stop-session-manager" >&2
     exit 2
     ;;
 esac

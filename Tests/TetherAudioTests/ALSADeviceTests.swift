@@ -39,35 +39,6 @@ private final class ToneFeeder: Sendable {
     func stop() { thread.stop() }
 }
 
-/// Runs a shell command and returns its standard output (test side).
-private func shellOutput(_ command: String) -> String {
-    guard let pipe = popen(command, "r") else { return "" }
-    defer { pclose(pipe) }
-    var output: [UInt8] = []
-    var buffer = [UInt8](repeating: 0, count: 4_096)
-    while true {
-        let n = fread(&buffer, 1, buffer.count, pipe)
-        if n == 0 { break }
-        output += buffer[..<n]
-    }
-    return String(decoding: output, as: UTF8.self)
-}
-
-
-/// Indexes of the PulseAudio source outputs (capture streams) opened by this process.
-private func ownSourceOutputIndexes() -> [Int] {
-    var indexes: [Int] = []
-    var current: Int?
-    for line in shellOutput("pactl list source-outputs").split(separator: "\n") {
-        if line.hasPrefix("Source Output #") {
-            current = Int(line.dropFirst("Source Output #".count))
-        } else if line.contains("application.process.id = \"\(getpid())\""), let current {
-            indexes.append(current)
-        }
-    }
-    return indexes
-}
-
 @Suite("ALSA devices", .serialized)
 struct ALSADeviceTests {
     @Test("enumeration lists the test PCMs, for capture and playback", .enabled(if: testAudioAvailable))
@@ -200,7 +171,7 @@ struct ALSADeviceTests {
         defer { capture.stop() }
         #expect(captureFrames(from: endpoint, seconds: 20, frameLimit: 5).frames == 5)
 
-        let indexes = ownSourceOutputIndexes()
+        let indexes = PulseControl.ownStreamIndexes(.sourceOutputs)
         try #require(indexes.count == 1, "own source outputs: \(indexes)")
         // The server ends the stream, through scripts/with-test-audio.sh's control script.
         let control = try #require(PulseTestEnvironment.control)

@@ -165,6 +165,19 @@ struct PulseAudioDeviceTests {
         let afterMove = playback.statistics.framesTransferred
         #expect(pulseWaitUntil(seconds: 10) { playback.statistics.framesTransferred >= afterMove + 10 })
 
+        // The server ends the fallback stream: playback opens on the default sink again, as it
+        // must when the fallback itself fails (pipewire-pulse sometimes fails it while the removed
+        // sink is still being taken down).
+        let indexes = PulseControl.ownStreamIndexes(.sinkInputs)
+        try #require(indexes.count == 1, "own sink inputs: \(indexes)")
+        let control = try #require(PulseTestEnvironment.control)
+        recorder.clear()
+        try #require(PulseControl.run("'\(control)' kill-sink-input \(indexes[0])").status == 0)
+        let movedAgain = recorder.wait(seconds: 10) { $0 == .moved(deviceName: "spk") }
+        #expect(movedAgain != nil)
+        let afterSecondMove = playback.statistics.framesTransferred
+        #expect(pulseWaitUntil(seconds: 10) { playback.statistics.framesTransferred >= afterSecondMove + 10 })
+
         module = try #require(PulseControl.loadNullSink(sinkName))
         let recovered = recorder.wait(seconds: 10) { $0 == .recovered(deviceName: sinkName) }
         #expect(recovered != nil)
@@ -271,6 +284,11 @@ final class PulseEventRecorder: Sendable {
         }
     }
 
+    /// Forgets the events recorded so far.
+    func clear() {
+        events.withLock { $0.removeAll() }
+    }
+
     /// The first event recorded so far or within `seconds` that matches, or `nil`.
     func wait(seconds: Double, where matches: (AudioDeviceEvent) -> Bool) -> AudioDeviceEvent? {
         let limit = deadline(afterSeconds: seconds)
@@ -340,6 +358,30 @@ enum PulseControl {
     /// Unloads a module (ignoring a module already gone).
     static func unloadModule(_ index: String) {
         _ = run("pactl unload-module \(index) 2>/dev/null")
+    }
+
+    /// The server's lists of streams.
+    enum StreamList: String {
+        /// Capture streams (`pactl list source-outputs`).
+        case sourceOutputs = "Source Output"
+        /// Playback streams (`pactl list sink-inputs`).
+        case sinkInputs = "Sink Input"
+    }
+
+    /// Indexes of the streams of one list opened by this process.
+    static func ownStreamIndexes(_ list: StreamList) -> [Int] {
+        let command = list == .sourceOutputs ? "pactl list source-outputs" : "pactl list sink-inputs"
+        let header = list.rawValue + " #"
+        var indexes: [Int] = []
+        var current: Int?
+        for line in run(command).output.split(separator: "\n") {
+            if line.hasPrefix(header) {
+                current = Int(line.dropFirst(header.count))
+            } else if line.contains("application.process.id = \"\(getpid())\""), let current {
+                indexes.append(current)
+            }
+        }
+        return indexes
     }
 
     /// Runs a shell command; returns its exit status and standard output.

@@ -21,8 +21,8 @@ enum PulseDirection: Sendable {
 ///
 /// Recovery:
 /// - explicit device killed or removed: `.failed(.deviceUnavailable)`; playback reopens on the
-///   default sink at once (`.moved`); capture waits. When a device of that name appears again the
-///   stream is reopened on it (`.recovered`).
+///   default sink at once (`.moved`), and again (backing off) whenever that stream fails; capture
+///   waits. When a device of that name appears again the stream is reopened on it (`.recovered`).
 /// - daemon gone (context FAILED/TERMINATED): `.failed(.backendFailed)`, then a new context every
 ///   250 ms until one connects; the stream is reopened (`.recovered`).
 /// - stream following the default moved by the server: `.moved`.
@@ -66,6 +66,8 @@ final class PulseStreamEngine: @unchecked Sendable {
     /// A `.failed` event was reported and no `.recovered` since.
     private var failureReported = false
     private var announcement = Announcement.none
+    /// Fallback streams opened since the requested playback device was lost (for the back-off).
+    private var fallbackAttempts = 0
     private var retryTimer: OpaquePointer?
     private var deadlinePassed = false
 
@@ -324,9 +326,12 @@ final class PulseStreamEngine: @unchecked Sendable {
         }
     }
 
+    /// Arms the retry timer: a new context when the daemon is gone, else the playback fallback
+    /// on the default sink (after 250 ms, doubling with each failed fallback up to 4 s).
     private func scheduleRetry() {
         guard retryTimer == nil else { return }
-        retryTimer = addTimer(afterMicroseconds: Self.reconnectIntervalMicroseconds) { _, _, _, userdata in
+        let backoff = context == nil ? 0 : min(max(fallbackAttempts - 1, 0), 4)
+        retryTimer = addTimer(afterMicroseconds: Self.reconnectIntervalMicroseconds << backoff) { _, _, _, userdata in
             Unmanaged<PulseStreamEngine>.fromOpaque(userdata!).takeUnretainedValue().retryFired()
         }
     }
@@ -339,8 +344,17 @@ final class PulseStreamEngine: @unchecked Sendable {
     /// - Note: Called on the mainloop thread.
     private func retryFired() {
         cancelRetry()
-        guard running, context == nil else { return }
-        if !createContext() { scheduleRetry() }
+        guard running else { return }
+        guard let context else {
+            if !createContext() { scheduleRetry() }
+            return
+        }
+        // The playback fallback failed; try it again unless a stream runs or the requested device
+        // came back meanwhile.
+        guard direction == .playback, requestedDeviceName != nil, stream == nil,
+            pa_context_get_state(context) == PA_CONTEXT_READY
+        else { return }
+        if !openFallback() { scheduleRetry() }
     }
 
     /// A one-shot timer on the mainloop calling `callback` with this engine as userdata.
@@ -489,13 +503,25 @@ final class PulseStreamEngine: @unchecked Sendable {
             failureReported = true
             report(.failed(.deviceUnavailable(name: name, reason: reason)))
         }
-        if direction == .playback && requestedDeviceName != nil && !wasFallback {
-            announcement = .moved
-            if !openStream(fallback: true) { announcement = .recovered }
-        } else {
+        guard direction == .playback, requestedDeviceName != nil else {
             // Wait for a device of that name (or any device, when following the default).
             announcement = .recovered
+            return
         }
+        // Playback goes on on the default sink while it waits for its own. A fallback that fails
+        // is tried again: pipewire-pulse fails a stream opened on the default while the removed
+        // sink is still being taken down ("Bad state"; 3 of 15 removals in the test rig).
+        if !wasFallback { fallbackAttempts = 0 }
+        if wasFallback || !openFallback() { scheduleRetry() }
+    }
+
+    /// Opens the playback stream on the default sink, to announce `.moved` when it is ready.
+    private func openFallback() -> Bool {
+        fallbackAttempts += 1
+        announcement = .moved
+        if openStream(fallback: true) { return true }
+        announcement = .recovered
+        return false
     }
 
     /// - Note: Called on the mainloop thread.
