@@ -55,6 +55,11 @@ let package = Package(
         .systemLibrary(
             name: "CSpeexDSP", path: "CModules/CSpeexDSP", pkgConfig: "speexdsp",
             providers: [.apt(["libspeexdsp-dev"])]),
+        // FFTW 3 in single precision (Debian's libfftw3-dev): the FFTs of Tether's own echo
+        // canceller (TetherAudio's EchoCanceller).
+        .systemLibrary(
+            name: "CFFTW", path: "CModules/CFFTW", pkgConfig: "fftw3f",
+            providers: [.apt(["libfftw3-dev"])]),
         // SwiftPM drops the -D flags of pkg-config's Cflags: the ones webrtc-audio-processing.pc
         // gives are set here.
         .target(
@@ -77,7 +82,7 @@ let package = Package(
         // ICE transport over libnice with its own GLib main-context thread.
         .target(name: "TetherICE", dependencies: ["CNice", "TetherRealtime", "CTetherTLSTunnel"]),
         // Audio sources and sinks: test signal, WAV files, (devices later).
-        .target(name: "TetherAudio", dependencies: ["TetherRealtime", "CALSA", "CPulse", "CTetherVoice", "CSpeexDSP"]),
+        .target(name: "TetherAudio", dependencies: ["TetherRealtime", "CALSA", "CPulse", "CTetherVoice", "CSpeexDSP", "CFFTW"]),
         // The sans-IO core: SDP, jitter buffer, decisions. No clocks, no sockets.
         .target(name: "TetherCore"),
         // Thin C helpers for sockets, eventfd, netlink and setns.

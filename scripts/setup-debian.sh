@@ -20,6 +20,7 @@ BUILD=(
     libopus-dev libsrtp2-dev libnice-dev libasound2-dev libpulse-dev   # C libraries (CModules/)
     libssl-dev                                                          # DTLS-SRTP (CModules/COpenSSL)
     libwebrtc-audio-processing-dev libspeexdsp-dev                      # echo cancellation, noise suppression, gain control
+    libfftw3-dev                                                        # the FFTs of Tether's own echo canceller
 )
 # The device tests: private sound servers (scripts/with-test-audio.sh) and their tools.
 DEVICES=(

@@ -1,0 +1,138 @@
+import Glibc
+
+/// Tether's own acoustic echo canceller for one mono capture stream, in 10 ms blocks: a linear
+/// partitioned-block frequency-domain filter (`PartitionedEchoFilter`: foreground and background
+/// filters, a step that falls in double talk, divergence recovery) followed by a residual echo
+/// suppressor (`ResidualEchoSuppressor`: per-band gains from the echo estimate and the coherences,
+/// comfort noise).
+///
+/// The caller aligns the far end: each block comes with the previous and the current block of
+/// what was played, taken so that the echo of the current block's start arrives a little after
+/// it (`VoiceProcessor` takes it `alignmentMarginMilliseconds` earlier than the echo delay that
+/// `EchoDelayEstimator` measured). The filter spans `tailMilliseconds` from there. When the
+/// alignment moves (the measured delay changed), `shift(byBlocks:)` moves the filter with it.
+///
+/// Everything is allocated in `init`; `process` neither allocates nor locks (FFTW's new-array
+/// execute calls on plans made in `init`), and must be called from one thread.
+public final class EchoCanceller: @unchecked Sendable {
+    public let sampleRateHertz: Int
+    /// Samples per block (10 ms).
+    public let blockSamples: Int
+    /// The echo the filter spans after the start of the far block it is given, in ms.
+    public var tailMilliseconds: Int { linear.partitions * 10 }
+
+    /// The figures of the canceller.
+    public struct Statistics: Sendable, Equatable {
+        /// Echo return loss enhancement over the recent far-end-alone speech (dB), nil until heard.
+        public var echoReturnLossEnhancementDecibels: Double?
+        /// Echo return loss: how much quieter the echo is at the microphone than what is played (dB).
+        public var echoReturnLossDecibels: Double?
+        /// Whether the far end plays and its echo reaches the microphone now.
+        public var echoPresent = false
+        /// The linear filter's events: background copied into the foreground (a better filter
+        /// found), background reset from the foreground (disturbed by double talk), and a
+        /// foreground that diverged (louder than the microphone) replaced.
+        public var foregroundCopies = 0
+        public var backgroundResets = 0
+        public var divergenceResets = 0
+        /// The near end's presence in the output (coherence of microphone and output, 0…1).
+        public var nearEndCoherence = 0.0
+    }
+
+    private let linear: PartitionedEchoFilter
+    private let suppressor: ResidualEchoSuppressor
+    private let microphone: UnsafeMutablePointer<Float>
+    private let farWindow: UnsafeMutablePointer<Float>
+    private let output: UnsafeMutablePointer<Float>
+    private var microphoneEnergy: Float = 0
+    private var outputEnergy: Float = 0
+    private var farEnergy: Float = 0
+    private var echoHeard = false
+    private var echoPresent = false
+
+    /// Creates a canceller for `sampleRateHertz` (8, 16, 32 or 48 kHz) whose filter spans
+    /// `tailMilliseconds` (rounded up to whole 10 ms blocks).
+    public init(sampleRateHertz: Int = 48_000, tailMilliseconds: Int = 320) {
+        precondition([8000, 16_000, 32_000, 48_000].contains(sampleRateHertz), "unsupported rate")
+        self.sampleRateHertz = sampleRateHertz
+        blockSamples = sampleRateHertz / 100
+        linear = PartitionedEchoFilter(blockSamples: blockSamples, partitions: max(1, (tailMilliseconds + 9) / 10))
+        suppressor = ResidualEchoSuppressor(blockSamples: blockSamples, sampleRateHertz: sampleRateHertz)
+        microphone = RealFFT.allocateReal(blockSamples)
+        farWindow = RealFFT.allocateReal(2 * blockSamples)
+        output = RealFFT.allocateReal(blockSamples)
+    }
+
+    deinit {
+        RealFFT.free(microphone)
+        RealFFT.free(farWindow)
+        RealFFT.free(output)
+    }
+
+    /// Cancels the echo in one captured block, in place. `far` holds `2 × blockSamples` of what
+    /// was played: the block before the one aligned with this capture, then that one.
+    public func process(_ near: UnsafeMutablePointer<Int16>, far: UnsafePointer<Int16>) {
+        let n = blockSamples
+        let scale: Float = 1 / 32_768
+        for i in 0..<n { microphone[i] = Float(near[i]) * scale }
+        for i in 0..<(2 * n) { farWindow[i] = Float(far[i]) * scale }
+        linear.process(farWindow: farWindow, microphone: microphone, nearEndPresence: suppressor.nearEndCoherence)
+        suppressor.process(
+            microphone: microphone, estimate: linear.estimate, error: linear.error, farActive: linear.farActive, output: output)
+        for i in 0..<n {
+            let sample = (output[i] * 32_768).rounded()
+            near[i] = Int16(max(-32_768, min(32_767, sample)))
+        }
+        measure()
+    }
+
+    /// The far end is now taken `blocks` blocks further back (nearer when negative) because the
+    /// echo delay measured changed by that much: the far-end history moves, the filter's
+    /// response stays where it is relative to the echo.
+    public func followEchoDelay(byBlocks blocks: Int) {
+        linear.shift(byBlocks: blocks, movingResponse: false)
+    }
+
+    /// The far end is now taken `blocks` blocks further back (nearer when negative) while the
+    /// echo itself did not move (the devices' timing was read anew): the filter's response moves
+    /// by as much the other way.
+    public func realign(byBlocks blocks: Int) {
+        linear.shift(byBlocks: blocks, movingResponse: true)
+    }
+
+    private func measure() {
+        let n = blockSamples
+        var mic: Float = 0
+        var out: Float = 0
+        var far: Float = 0
+        var estimate: Float = 0
+        for i in 0..<n {
+            mic += microphone[i] * microphone[i]
+            out += output[i] * output[i]
+            far += farWindow[n + i] * farWindow[n + i]
+            estimate += linear.estimate[i] * linear.estimate[i]
+        }
+        // The echo is present when the filter's estimate of it is over −70 dBFS.
+        echoPresent = linear.farActive && estimate > Float(n) * 1e-7
+        guard echoPresent, suppressor.nearEndCoherence < 0.5 else { return }
+        echoHeard = true
+        microphoneEnergy += 0.05 * (mic - microphoneEnergy)
+        outputEnergy += 0.05 * (out - outputEnergy)
+        farEnergy += 0.05 * (far - farEnergy)
+    }
+
+    /// The latest figures.
+    public var statistics: Statistics {
+        var s = Statistics()
+        if echoHeard && microphoneEnergy > 0 {
+            s.echoReturnLossEnhancementDecibels = Double(10 * log10(microphoneEnergy / max(outputEnergy, 1e-12)))
+            s.echoReturnLossDecibels = Double(10 * log10(max(farEnergy, 1e-12) / microphoneEnergy))
+        }
+        s.echoPresent = echoPresent
+        s.foregroundCopies = linear.foregroundCopies
+        s.backgroundResets = linear.backgroundResets
+        s.divergenceResets = linear.divergenceResets
+        s.nearEndCoherence = Double(suppressor.nearEndCoherence)
+        return s
+    }
+}
