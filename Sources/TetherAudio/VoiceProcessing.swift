@@ -15,6 +15,11 @@ public struct VoiceProcessingSettings: Sendable, Equatable {
         /// suppression, residual echo suppression, AGC). The far end is aligned by the delay we
         /// give it, as it estimates none itself.
         case speex
+        /// Tether's own echo canceller (`EchoCanceller`: a 320 ms partitioned frequency-domain
+        /// filter after the measured echo delay, and a residual echo suppressor that keeps the
+        /// near talker in double talk), with WebRTC's noise suppression, gain control and
+        /// high-pass filter after it.
+        case tether
     }
 
     /// How hard WebRTC's canceller suppresses what echo its filter leaves (its non-linear
@@ -63,7 +68,7 @@ public struct VoiceProcessingSettings: Sendable, Equatable {
     /// moderate level, adaptive digital gain control).
     package var webrtcSettings: tether_apm_settings {
         tether_apm_settings(
-            echo_cancellation: echoCancellation ? 1 : 0, echo_suppression: Int32(echoSuppression.rawValue),
+            echo_cancellation: echoCancellation && engine == .webrtc ? 1 : 0, echo_suppression: Int32(echoSuppression.rawValue),
             noise_suppression: noiseSuppression ? 2 : 0, gain_control: gainControl ? 1 : 0, high_pass_filter: highPassFilter ? 1 : 0)
     }
 
@@ -74,7 +79,7 @@ public struct VoiceProcessingSettings: Sendable, Equatable {
         if echoCancellation { stages.append("AEC") }
         if noiseSuppression { stages.append("NS") }
         if gainControl { stages.append("AGC") }
-        if highPassFilter && engine == .webrtc { stages.append("HPF") }
+        if highPassFilter && engine != .speex { stages.append("HPF") }
         return engine.rawValue + ": " + stages.joined(separator: " ")
     }
 }
@@ -85,7 +90,9 @@ public struct VoiceProcessingStatistics: Sendable, Equatable, BitwiseCopyable {
     public var captureChunks = 0
     public var playbackChunks = 0
     /// Echo return loss enhancement: how much the canceller removed (dB, recent average); nil
-    /// when not known (speex gives none, WebRTC none before the echo is measured).
+    /// when not known (speex gives none, WebRTC and Tether's own none before the echo is heard).
+    /// Tether's own measures it over the blocks where the far end's echo is heard and the near
+    /// end is not.
     public var echoReturnLossEnhancementDecibels: Double? = nil
     /// Echo return loss: how much quieter the echo is than what is played (dB).
     public var echoReturnLossDecibels: Double? = nil
@@ -93,8 +100,10 @@ public struct VoiceProcessingStatistics: Sendable, Equatable, BitwiseCopyable {
     public var echoDelayMilliseconds: Int? = nil
     public var echoDelaySpreadMilliseconds: Int? = nil
     /// The delay the canceller is told, in ms. The far end is handed to it shifted by the echo
-    /// delay measured (or, until it is, the one expected): WebRTC is told an echo delay up to 80 ms
-    /// as it is and 40 ms for a longer one (the far end late by the rest); speex, 0 (aligned).
+    /// delay measured (or, until it is, the one expected): WebRTC is told an echo delay up to 120
+    /// ms as it is and 40 ms for a longer one (the far end late by the rest); speex, 0 (aligned);
+    /// Tether's own canceller gets the far end 40 ms ahead of the echo (its filter spans that and
+    /// 280 ms more), so this is the delay less 40 ms.
     public var reportedDelayMilliseconds = 0
     /// The echo delay measured by correlating what is played with what is captured
     /// (`EchoDelayEstimator`): from a far-end sample leaving the playback ring to its echo
@@ -153,6 +162,11 @@ public final class VoiceProcessor: @unchecked Sendable {
     private var webrtc: OpaquePointer?
     private var speexEcho: OpaquePointer?
     private var speexPreprocess: OpaquePointer?
+    private var canceller: EchoCanceller?
+    /// The far end handed to `canceller`: the block before the aligned one, then that one.
+    private let farWindow: UnsafeMutableBufferPointer<Int16>
+    /// The echo delay and the playback offset (samples) the canceller's far end is aligned to.
+    private var cancellerAlignment: (echoDelay: Int, offset: Int)?
     /// The far end's recent history (two seconds) by sample position, and the scratch chunks.
     private let history: UnsafeMutableBufferPointer<Int16>
     private var historyWritten = 0
@@ -183,6 +197,9 @@ public final class VoiceProcessor: @unchecked Sendable {
     /// 54), the runs at 90–100 ms 29–60.
     private static let toldAsIsMilliseconds = 120
     private static let earlyMarginMilliseconds = 20
+    /// Tether's canceller is handed the far end this much ahead of the echo delay measured: its
+    /// filter then covers an echo that comes somewhat earlier than measured, and 280 ms after.
+    private static let alignmentMarginMilliseconds = 40
 
     /// Creates the processor (allocates the libraries' state); nil when `settings` runs nothing
     /// or the library refuses the format.
@@ -197,7 +214,15 @@ public final class VoiceProcessor: @unchecked Sendable {
         farChunk.initialize(repeating: 0)
         outChunk = .allocate(capacity: chunkSamples)
         outChunk.initialize(repeating: 0)
+        farWindow = .allocate(capacity: 2 * chunkSamples)
+        farWindow.initialize(repeating: 0)
         switch settings.engine {
+        case .tether:
+            if settings.echoCancellation { canceller = EchoCanceller(sampleRateHertz: sampleRateHertz) }
+            if settings.noiseSuppression || settings.gainControl || settings.highPassFilter {
+                guard let apm = tether_apm_create(Int32(sampleRateHertz), settings.webrtcSettings) else { return nil }
+                webrtc = apm
+            }
         case .webrtc:
             // A failure after every property is set releases the object: `deinit` frees the buffers.
             guard let apm = tether_apm_create(Int32(sampleRateHertz), settings.webrtcSettings) else { return nil }
@@ -229,6 +254,7 @@ public final class VoiceProcessor: @unchecked Sendable {
         history.deallocate()
         farChunk.deallocate()
         outChunk.deallocate()
+        farWindow.deallocate()
     }
 
     /// What is played (any number of samples, in the order the playback device takes them): the
@@ -259,7 +285,9 @@ public final class VoiceProcessor: @unchecked Sendable {
                 delayEstimator.nearChunk(chunk, count: chunkSamples)
                 if let measured = delayEstimator.delayChunks { echoDelaySamples = measured * chunkSamples }
             }
-            if let webrtc {
+            if let canceller {
+                processOwn(chunk, canceller: canceller, alongside: alongside, echoDelaySamples: echoDelaySamples, offset: offset)
+            } else if let webrtc {
                 // The canceller is told the echo delay as it is up to `toldAsIsMilliseconds`,
                 // and the aligned delay for a longer one, the far end handed to it late by the
                 // rest; never a far chunk not yet played.
@@ -287,6 +315,42 @@ public final class VoiceProcessor: @unchecked Sendable {
         }
     }
 
+    /// Tether's canceller on one chunk (then WebRTC's other stages, when they run).
+    ///
+    /// Its far end moves only by whole blocks, and only when it must, for each move costs the
+    /// filter part of what it learned: it goes over `alignmentMarginMilliseconds` ahead of an
+    /// alignment delay that follows the measured echo delay only when that leaves the band from
+    /// 30 ms under to 60 ms over it (the estimator's 10 ms steps and its wobble between two lags
+    /// stay inside the filter's span, which covers 280 ms after the margin; a new device's path
+    /// does not). The canceller is told which kind of move it is: a followed echo delay keeps the
+    /// response where it is against the echo, a new playback offset (the devices' timing read
+    /// anew, the echo where it was) moves it.
+    private func processOwn(
+        _ chunk: UnsafeMutablePointer<Int16>, canceller: EchoCanceller, alongside: Int, echoDelaySamples: Int, offset: Int
+    ) {
+        let rate = sampleRateHertz / 1000
+        var (delay, heldOffset) = cancellerAlignment ?? (echoDelaySamples, offset)
+        let drift = echoDelaySamples - delay
+        if drift < -30 * rate || drift > 60 * rate {
+            let blocks = drift / chunkSamples
+            canceller.followEchoDelay(byBlocks: blocks)
+            delay += blocks * chunkSamples
+        }
+        let realigned = (heldOffset - offset) / chunkSamples
+        if realigned != 0 {
+            canceller.realign(byBlocks: realigned)
+            heldOffset -= realigned * chunkSamples
+        }
+        cancellerAlignment = (delay, heldOffset)
+        let margin = Self.alignmentMarginMilliseconds * rate
+        let wanted = alongside - offset + heldOffset - delay + margin - chunkSamples
+        let start = min(wanted, historyWritten - 2 * chunkSamples)
+        copyHistory(from: start, into: farWindow)
+        canceller.process(chunk, far: UnsafePointer(farWindow.baseAddress!))
+        figures.reportedDelayMilliseconds = (delay - margin - (wanted - start)) / rate
+        if let webrtc { _ = tether_apm_process_capture(webrtc, chunk, 0) }
+    }
+
     /// Takes this block's reading of the playback offset: the playback device's position (what
     /// was handed over minus what waits in its ring) minus the capture device's (this block's
     /// end plus what waits behind it). A reading far from the one held (a gap in either stream:
@@ -309,7 +373,7 @@ public final class VoiceProcessor: @unchecked Sendable {
     /// The far-end chunk that starts at position `start` (silence where nothing was played or
     /// the history no longer reaches).
     private func copyHistory(from start: Int, into out: UnsafeMutableBufferPointer<Int16>) {
-        for i in 0..<chunkSamples {
+        for i in 0..<out.count {
             let index = start + i
             out[i] = index < 0 || index >= historyWritten || index < historyWritten - history.count ? 0 : history[index % history.count]
         }
@@ -334,7 +398,17 @@ public final class VoiceProcessor: @unchecked Sendable {
         var out = figures
         out.measuredEchoDelayMilliseconds = delayEstimator.delayChunks.map { $0 * 10 }
         out.measuredEchoDelayCorrelation = delayEstimator.correlation
-        if let webrtc {
+        if let canceller {
+            let own = canceller.statistics
+            out.echoReturnLossEnhancementDecibels = own.echoReturnLossEnhancementDecibels
+            out.echoReturnLossDecibels = own.echoReturnLossDecibels
+            out.echoPresent = own.echoPresent
+            if let webrtc, settings.noiseSuppression {
+                var s = tether_apm_statistics()
+                tether_apm_get_statistics(webrtc, &s)
+                out.speechProbability = Double(s.speech_probability)
+            }
+        } else if let webrtc {
             var s = tether_apm_statistics()
             tether_apm_get_statistics(webrtc, &s)
             // −100 dB is the library's "not measured yet".

@@ -22,8 +22,9 @@ struct VoiceOptions: ParsableArguments {
     @Option(help: "Voice processing on the capture path: on, off, or auto (on for a sound device, off for files and test signals).")
     var voiceProcessing: Mode = .auto
 
-    @Option(help: "Voice-processing library: webrtc (WebRTC's AudioProcessing) or speex (speexdsp).")
-    var voiceEngine: VoiceProcessingSettings.Engine = .webrtc
+    @Option(
+        help: "Echo canceller and voice-processing library: tether (Tether's own canceller with WebRTC's NS, AGC and HPF), webrtc (WebRTC's AudioProcessing) or speex (speexdsp).")
+    var voiceEngine: VoiceProcessingSettings.Engine = VoiceProcessingSettings().engine
 
     @Flag(inversion: .prefixedNo, help: "Acoustic echo cancellation against what is played.")
     var aec = true
