@@ -158,8 +158,9 @@ quality: setup-devices
 	$(SWIFT) build -c release --product tether-bench
 	scripts/with-test-audio.sh .build/release/tether-bench quality --clips 8 --python "$$(scripts/setup-quality.sh)" --json .build/quality/quality.json
 
-# Echo cancellation through the private PulseAudio daemon's echo path, by suppression level:
-# echo cut, reconvergence, double-talk PESQ-WB (about 2 minutes; espeak-ng, sox, pesq as above).
+# Echo cancellation through the private PulseAudio daemon's echo path, by canceller (none, speex,
+# WebRTC's AEC2, Tether's own): echo cut, reconvergence, double-talk PESQ-WB (about 4 minutes;
+# espeak-ng, sox, pesq as above).
 echo: setup-devices
 	$(SWIFT) build -c release --product tether-bench
 	scripts/with-test-audio.sh .build/release/tether-bench echo --python "$$(scripts/setup-quality.sh)" --json .build/echo/echo.json

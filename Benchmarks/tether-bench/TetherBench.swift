@@ -64,6 +64,9 @@ struct HotPathBench: ParsableCommand {
         /// Voice processing (all stages, WebRTC) per frame: Tether's `VoiceProcessor` and the
         /// library called directly.
         var voiceTether, voiceFloor: Double
+        /// Tether's own echo canceller with WebRTC's NS, AGC and HPF (`VoiceProcessor`, engine
+        /// `.tether`), per frame.
+        var voiceOwn: Double
         /// A hostile peer's crafted XR loss reports: CPU per report read, µs.
         var craftedReports: [(name: String, bytes: Int, packets: Int, microseconds: Double)] = []
         /// Transport-cc feedback, as written and crafted: CPU per feedback read, µs.
@@ -76,6 +79,7 @@ struct HotPathBench: ParsableCommand {
                 "receive.floor.microsecondsPerFrame": receiveFloor, "receive.ratio": receiveTether / receiveFloor,
                 "allocations.tether.perFrame": allocationsTether, "allocations.libsrtp.perFrame": allocationsLibsrtp,
                 "voice.tether.microsecondsPerFrame": voiceTether, "voice.floor.microsecondsPerFrame": voiceFloor,
+                "voice.own.microsecondsPerFrame": voiceOwn, "voice.own.ratioToWebRTC": voiceOwn / voiceTether,
                 "sendWithVoice.ratio": (sendTether + voiceTether) / (sendFloor + voiceFloor),
             ].merging(
                 craftedReports.enumerated().map { ("craftedLossReport\($0.offset).microsecondsPerReport", $0.element.microseconds) },
@@ -97,10 +101,13 @@ struct HotPathBench: ParsableCommand {
         let packets = try HotPath.makePackets(pcm: pcm, frames: frames, complexity: complexity)
         let (played, captured) = HotPath.echoSignals(pcm: pcm)
         var send: [Double] = [], sendC: [Double] = [], receive: [Double] = [], receiveC: [Double] = []
-        var voice: [Double] = [], voiceC: [Double] = []
+        var voice: [Double] = [], voiceC: [Double] = [], voiceOwn: [Double] = []
+        let webrtc = VoiceProcessingSettings(engine: .webrtc)
         for _ in 0..<repetitions {
-            voice.append(try HotPath.tetherVoiceProcessing(played: played, captured: captured, frames: frames, settings: VoiceProcessingSettings()))
-            voiceC.append(try HotPath.floorVoiceProcessing(played: played, captured: captured, frames: frames, settings: VoiceProcessingSettings()))
+            voice.append(try HotPath.tetherVoiceProcessing(played: played, captured: captured, frames: frames, settings: webrtc))
+            voiceC.append(try HotPath.floorVoiceProcessing(played: played, captured: captured, frames: frames, settings: webrtc))
+            voiceOwn.append(
+                try HotPath.tetherVoiceProcessing(played: played, captured: captured, frames: frames, settings: VoiceProcessingSettings(engine: .tether)))
             send.append(try HotPath.tetherSend(pcm: pcm, frames: frames, complexity: complexity))
             sendC.append(try HotPath.floorSend(pcm: pcm, frames: frames, complexity: complexity))
             for _ in 0..<2 {  // T F F T, twice
@@ -113,7 +120,7 @@ struct HotPathBench: ParsableCommand {
         let allocations = try HotPath.allocationsPerFrame(pcm: pcm, frames: min(frames, 1000), complexity: complexity)
         return Figures(
             sendTether: send.min()!, sendFloor: sendC.min()!, receiveTether: receive.min()!, receiveFloor: receiveC.min()!,
-            allocationsTether: allocations.tether, allocationsLibsrtp: allocations.libsrtp, voiceTether: voice.min()!, voiceFloor: voiceC.min()!,
+            allocationsTether: allocations.tether, allocationsLibsrtp: allocations.libsrtp, voiceTether: voice.min()!, voiceFloor: voiceC.min()!, voiceOwn: voiceOwn.min()!,
             craftedReports: HotPath.craftedLossReportMicroseconds(repetitions: repetitions),
             feedbacks: HotPath.feedbackMicroseconds(repetitions: repetitions))
     }
@@ -130,8 +137,9 @@ struct HotPathBench: ParsableCommand {
         print(String(format: "send      %14.1f   %14.1f   %5.3f", sendTether, sendFloor, sendTether / sendFloor))
         print(String(format: "receive   %14.1f   %14.1f   %5.3f", receiveTether, receiveFloor, receiveTether / receiveFloor))
         print("")
-        print("with voice processing (device capture's default: WebRTC AEC, NS, AGC, HPF; floor: the library called directly)")
+        print("with voice processing (WebRTC AEC, NS, AGC, HPF; floor: the library called directly)")
         print(String(format: "voice     %14.1f   %14.1f   %5.3f", f.voiceTether, f.voiceFloor, f.voiceTether / f.voiceFloor))
+        print(String(format: "Tether's own AEC with WebRTC's NS, AGC, HPF: %.1f µs/frame, %.2f × WebRTC's (target ≤ 2)", f.voiceOwn, f.voiceOwn / f.voiceTether))
         print(String(format: "send+voice%14.1f   %14.1f   %5.3f", sendTether + f.voiceTether, sendFloor + f.voiceFloor, (sendTether + f.voiceTether) / (sendFloor + f.voiceFloor)))
         print("")
         print(String(format: "heap allocations per frame (send + receive): Tether's own %.2f (target 0), libsrtp's %.1f", allocations.tether, allocations.libsrtp))
@@ -147,7 +155,8 @@ struct HotPathBench: ParsableCommand {
         let perCallCPU = (sendTether + receiveTether) / 20_000
         print(String(format: "compute per call (one endpoint): %.2f %% of a core → about %.0f calls per core before I/O", perCallCPU * 100, 1 / perCallCPU))
         let withVoice = (sendTether + receiveTether + f.voiceTether) / 20_000
-        print(String(format: "with voice processing: %.2f %% of a core", withVoice * 100))
+        let withOwn = (sendTether + receiveTether + f.voiceOwn) / 20_000
+        print(String(format: "with voice processing: %.2f %% of a core (WebRTC's AEC), %.2f %% (Tether's own)", withVoice * 100, withOwn * 100))
         if let json {
             let data = try JSONSerialization.data(withJSONObject: results, options: [.prettyPrinted, .sortedKeys])
             try data.write(to: URL(fileURLWithPath: json))

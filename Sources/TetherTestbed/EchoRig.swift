@@ -27,6 +27,8 @@ public struct EchoPath: Sendable {
     }
 
     public let module: String
+    /// The loopback's sink input (pactl's index): the echo entering `room_mic`.
+    public let sinkInput: String
 
     public init(latencyMilliseconds: Int, volumePercent: Int) throws {
         let loaded = pactl(
@@ -42,7 +44,8 @@ public struct EchoPath: Sendable {
                 let text = line.trimmingCharacters(in: .whitespaces)
                 if text.hasPrefix("Sink Input #") { input = line.split(separator: "#").last }
                 if text == "Owner Module: \(module)", let input {
-                    pactl("set-sink-input-volume", String(input), "\(volumePercent)%")
+                    sinkInput = String(input)
+                    pactl("set-sink-input-volume", sinkInput, "\(volumePercent)%")
                     return
                 }
             }
@@ -51,6 +54,9 @@ public struct EchoPath: Sendable {
         pactl("unload-module", module)
         throw Failure(description: "module-loopback \(module) has no sink input after 5 s")
     }
+
+    /// The echo's volume changed on the same path (an echo path whose gain changes).
+    public func setVolume(percent: Int) { pactl("set-sink-input-volume", sinkInput, "\(percent)%") }
 
     public func remove() { pactl("unload-module", module) }
 }
