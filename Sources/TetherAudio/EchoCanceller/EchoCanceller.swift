@@ -8,9 +8,10 @@ import Glibc
 ///
 /// The caller aligns the far end: each block comes with the previous and the current block of
 /// what was played, taken so that the echo of the current block's start arrives a little after
-/// it (`VoiceProcessor` takes it `alignmentMarginMilliseconds` earlier than the echo delay that
-/// `EchoDelayEstimator` measured). The filter spans `tailMilliseconds` from there. When the
-/// alignment moves (the measured delay changed), `shift(byBlocks:)` moves the filter with it.
+/// it (`VoiceProcessor` takes it 40 ms earlier than the echo delay that `EchoDelayEstimator`
+/// measured). The filter spans `tailMilliseconds` from there. When the alignment moves,
+/// `followEchoDelay(byBlocks:)` or `realign(byBlocks:)` says why, and the filter moves with it.
+/// The output is 5 ms late (the suppressor's hop).
 ///
 /// Everything is allocated in `init`; `process` neither allocates nor locks (FFTW's new-array
 /// execute calls on plans made in `init`), and must be called from one thread.
