@@ -322,9 +322,10 @@ public final class VoiceProcessor: @unchecked Sendable {
     /// alignment delay that follows the measured echo delay only when that leaves the band from
     /// 30 ms under to 60 ms over it (the estimator's 10 ms steps and its wobble between two lags
     /// stay inside the filter's span, which covers 280 ms after the margin; a new device's path
-    /// does not). The canceller is told which kind of move it is: a followed echo delay keeps the
-    /// response where it is against the echo, a new playback offset (the devices' timing read
-    /// anew, the echo where it was) moves it.
+    /// does not), and a playback offset read anew moves it by the whole blocks of the change.
+    /// The canceller is told which kind of move it is (`followEchoDelay`, `realign`): its
+    /// response stays against the echo either way, and for a followed delay it also tries the
+    /// response moved, in case it had learned the echo at its new place first.
     private func processOwn(
         _ chunk: UnsafeMutablePointer<Int16>, canceller: EchoCanceller, alongside: Int, echoDelaySamples: Int, offset: Int
     ) {

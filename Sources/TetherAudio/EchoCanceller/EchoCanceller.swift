@@ -88,17 +88,18 @@ public final class EchoCanceller: @unchecked Sendable {
     }
 
     /// The far end is now taken `blocks` blocks further back (nearer when negative) because the
-    /// echo delay measured changed by that much: the far-end history moves, the filter's
-    /// response stays where it is relative to the echo.
+    /// echo delay measured changed by that much: the far-end history moves; the foreground's
+    /// response stays where it is against the echo, the background's moves with the far end (in
+    /// case it had already learned the echo at its new place), and the better one is kept.
     public func followEchoDelay(byBlocks blocks: Int) {
-        linear.shift(byBlocks: blocks, movingResponse: false)
+        linear.shift(byBlocks: blocks, movingBackground: true)
     }
 
-    /// The far end is now taken `blocks` blocks further back (nearer when negative) while the
-    /// echo itself did not move (the devices' timing was read anew): the filter's response moves
-    /// by as much the other way.
+    /// The far end is now taken `blocks` blocks further back (nearer when negative) because the
+    /// devices' timing was read anew: the far-end history moves, and the echo's place against
+    /// the far end, hence the filter's response, stays.
     public func realign(byBlocks blocks: Int) {
-        linear.shift(byBlocks: blocks, movingResponse: true)
+        linear.shift(byBlocks: blocks, movingBackground: false)
     }
 
     private func measure() {

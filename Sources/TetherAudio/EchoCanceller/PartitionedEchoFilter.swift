@@ -21,6 +21,9 @@ import Glibc
 /// block in turn (the unconstrained updates between leave a circular error that it removes).
 ///
 /// Sans-IO: one call per block from one thread; everything is allocated in `init`.
+///
+/// Slowly decaying powers are flushed to zero below 1e-30: in digital silence they would
+/// otherwise settle on subnormal floats, each operation on which costs x86 a hundred cycles.
 final class PartitionedEchoFilter {
     let blockSamples: Int
     let partitions: Int
@@ -34,8 +37,6 @@ final class PartitionedEchoFilter {
     /// Far-end spectra of the last `partitions` blocks (a ring: lag p at `(head + p) % partitions`).
     private let far: UnsafeMutablePointer<Float>
     private var head = 0
-    /// Per bin: the far-end power over the filter's span (the NLMS normalization).
-    private let farPower: UnsafeMutablePointer<Float>
     /// The proportionate step's share per partition, and the far-end power weighted by it.
     private let partitionGain: UnsafeMutablePointer<Float>
     private let weightedPower: UnsafeMutablePointer<Float>
@@ -100,7 +101,6 @@ final class PartitionedEchoFilter {
         far = RealFFT.allocateReal(partitions * stride)
         foreground = RealFFT.allocateReal(partitions * stride)
         background = RealFFT.allocateReal(partitions * stride)
-        farPower = RealFFT.allocateReal(bins)
         partitionGain = RealFFT.allocateReal(partitions)
         weightedPower = RealFFT.allocateReal(bins)
         foregroundEstimate = RealFFT.allocateComplex(bins: bins)
@@ -118,7 +118,7 @@ final class PartitionedEchoFilter {
 
     deinit {
         for pointer in [
-            far, foreground, background, farPower, partitionGain, weightedPower, foregroundEstimate, backgroundEstimate, foregroundErrorSpectrum,
+            far, foreground, background, partitionGain, weightedPower, foregroundEstimate, backgroundEstimate, foregroundErrorSpectrum,
             backgroundErrorSpectrum, estimatePower, errorPower, time, spectrum, backgroundError, error, estimate,
         ] {
             RealFFT.free(pointer)
@@ -143,7 +143,6 @@ final class PartitionedEchoFilter {
         var farEnergy: Float = 0
         for i in n..<fftSize { farEnergy += farWindow[i] * farWindow[i] }
         farActive = farEnergy > Float(n) * Self.farActiveRMS * Self.farActiveRMS
-        updateFarPower()
 
         filter(foreground, into: foregroundEstimate, microphone: microphone, error: error, errorSpectrum: foregroundErrorSpectrum)
         filter(background, into: backgroundEstimate, microphone: microphone, error: backgroundError, errorSpectrum: backgroundErrorSpectrum)
@@ -157,9 +156,9 @@ final class PartitionedEchoFilter {
             fg += error[i] * error[i]
             bg += backgroundError[i] * backgroundError[i]
         }
-        microphoneEnergy += 0.2 * (mic - microphoneEnergy)
-        foregroundEnergy += 0.2 * (fg - foregroundEnergy)
-        backgroundEnergy += 0.2 * (bg - backgroundEnergy)
+        microphoneEnergy = flushed(microphoneEnergy + 0.2 * (mic - microphoneEnergy))
+        foregroundEnergy = flushed(foregroundEnergy + 0.2 * (fg - foregroundEnergy))
+        backgroundEnergy = flushed(backgroundEnergy + 0.2 * (bg - backgroundEnergy))
 
         if farActive {
             adaptBackground()
@@ -169,20 +168,6 @@ final class PartitionedEchoFilter {
         for _ in 0..<min(Self.constraintsPerBlock, partitions) {
             constrain(partition: constraintCursor)
             constraintCursor = (constraintCursor + 1) % partitions
-        }
-    }
-
-    /// Σ over partitions of |X|², per bin.
-    private func updateFarPower() {
-        let floats = stride
-        farPower.update(repeating: 0, count: bins)
-        for p in 0..<partitions {
-            let x = far + p * floats
-            for k in 0..<bins {
-                let re = x[2 * k]
-                let im = x[2 * k + 1]
-                farPower[k] += re * re + im * im
-            }
         }
     }
 
@@ -225,8 +210,8 @@ final class PartitionedEchoFilter {
         update(background, errorSpectrum: backgroundErrorSpectrum, stepPerBin: spectrum)
     }
 
-    /// The proportionate weighting of the partitions (IPNLMS): half of the step is shared evenly,
-    /// half in proportion to each partition's share of the filter's response, so that the
+    /// The proportionate weighting of the partitions (IPNLMS): `evenShare` of the step is shared
+    /// evenly, the rest in proportion to each partition's share of the filter's response, so that the
     /// partitions that hold the echo (after the direct path, a few) adapt several times faster
     /// than a plain normalized step would let them; `weightedPower` is the far-end power under
     /// that weighting (the normalization).
@@ -269,8 +254,8 @@ final class PartitionedEchoFilter {
             let de = e2 - errorPower[k]
             covariance += dy * de
             variance += dy * dy
-            estimatePower[k] += 0.5 * (y2 - estimatePower[k])
-            errorPower[k] += 0.5 * (e2 - errorPower[k])
+            estimatePower[k] = flushed(estimatePower[k] + 0.5 * (y2 - estimatePower[k]))
+            errorPower[k] = flushed(errorPower[k] + 0.5 * (e2 - errorPower[k]))
         }
         covarianceErrorEstimate += 0.05 * (covariance - covarianceErrorEstimate)
         varianceEstimate += 0.05 * (variance - varianceEstimate)
@@ -373,19 +358,17 @@ final class PartitionedEchoFilter {
     }
 
     /// The far end is now taken `blocks` blocks further back (or nearer, when negative): the
-    /// far-end spectra move with it. Which way the response should go depends on what moved:
-    /// when only the alignment changed (`movingResponse`), the echo comes when it came, so it
-    /// now sits `blocks` fewer blocks after the far end, and both responses move; when the
-    /// alignment followed a change of the echo delay, the echo sits where it sat, unless the
-    /// filters had already learned it at its new place before the delay was measured. Then the
-    /// foreground keeps its response and the background moves, and the comparison of the two
-    /// (`choose`) keeps whichever cancels more.
-    func shift(byBlocks blocks: Int, movingResponse: Bool) {
+    /// far-end spectra move with it. The echo's place against the far end is then unchanged
+    /// when the far end moved to follow the truth (a new reading of the devices' timing, or an
+    /// echo delay that changed before the filters learned it anew): both responses stay. But the
+    /// filters may already have learned the echo at its new place, before the delay was measured.
+    /// So, with `movingBackground`, the background's response moves the other way while the
+    /// foreground's stays, and the comparison of the two (`choose`) keeps whichever cancels more.
+    func shift(byBlocks blocks: Int, movingBackground: Bool) {
         guard blocks != 0 else { return }
         let floats = stride
         let count = min(abs(blocks), partitions)
-        if movingResponse { shift(foreground, byBlocks: blocks, count: count) }
-        shift(background, byBlocks: blocks, count: count)
+        if movingBackground { shift(background, byBlocks: blocks, count: count) }
         backgroundBetterBlocks = 0
         backgroundWorseBlocks = 0
         if blocks > 0 {
@@ -414,4 +397,10 @@ final class PartitionedEchoFilter {
             weights.update(repeating: 0, count: count * floats)
         }
     }
+}
+
+/// `value`, or zero when it is so small that it would soon be subnormal (see `PartitionedEchoFilter`).
+@inline(__always)
+func flushed(_ value: Float) -> Float {
+    abs(value) < 1e-30 ? 0 : value
 }

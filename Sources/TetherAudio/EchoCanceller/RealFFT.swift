@@ -11,7 +11,8 @@ import Synchronization
 /// under one process-wide lock (in `init`, off the realtime path).
 ///
 /// Spectra are `size / 2 + 1` complex bins, interleaved (re, im) floats. `forward` is unscaled;
-/// `inverse` is unscaled too (a round trip multiplies by `size`), and destroys its input.
+/// `inverse` is unscaled too (a round trip multiplies by `size`). Both may destroy their input
+/// (`FFTW_DESTROY_INPUT`, which lets FFTW pick faster plans): callers pass scratch copies.
 final class RealFFT: @unchecked Sendable {
     let size: Int
     /// Complex bins of a spectrum: `size / 2 + 1`.
@@ -51,7 +52,7 @@ final class RealFFT: @unchecked Sendable {
         }
     }
 
-    /// `size` real samples in, `bins` complex out.
+    /// `size` real samples in (may be overwritten), `bins` complex out.
     func forward(_ input: UnsafeMutablePointer<Float>, _ output: UnsafeMutablePointer<Float>) {
         fftwf_execute_dft_r2c(
             forwardPlan, input, UnsafeMutableRawPointer(output).assumingMemoryBound(to: fftwf_complex.self))

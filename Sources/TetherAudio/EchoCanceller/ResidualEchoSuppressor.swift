@@ -141,14 +141,14 @@ final class ResidualEchoSuppressor {
             let dr = d[2 * k], di = d[2 * k + 1]
             let yr = y[2 * k], yi = y[2 * k + 1]
             let er = e[2 * k], ei = e[2 * k + 1]
-            powerDD[k] += a * (dr * dr + di * di - powerDD[k])
-            powerYY[k] += a * (yr * yr + yi * yi - powerYY[k])
-            powerEE[k] += a * (er * er + ei * ei - powerEE[k])
+            powerDD[k] = flushed(powerDD[k] + a * (dr * dr + di * di - powerDD[k]))
+            powerYY[k] = flushed(powerYY[k] + a * (yr * yr + yi * yi - powerYY[k]))
+            powerEE[k] = flushed(powerEE[k] + a * (er * er + ei * ei - powerEE[k]))
             // E·conj(Y) and D·conj(E).
-            crossEY[2 * k] += a * (er * yr + ei * yi - crossEY[2 * k])
-            crossEY[2 * k + 1] += a * (ei * yr - er * yi - crossEY[2 * k + 1])
-            crossDE[2 * k] += a * (dr * er + di * ei - crossDE[2 * k])
-            crossDE[2 * k + 1] += a * (di * er - dr * ei - crossDE[2 * k + 1])
+            crossEY[2 * k] = flushed(crossEY[2 * k] + a * (er * yr + ei * yi - crossEY[2 * k]))
+            crossEY[2 * k + 1] = flushed(crossEY[2 * k + 1] + a * (ei * yr - er * yi - crossEY[2 * k + 1]))
+            crossDE[2 * k] = flushed(crossDE[2 * k] + a * (dr * er + di * ei - crossDE[2 * k]))
+            crossDE[2 * k + 1] = flushed(crossDE[2 * k + 1] + a * (di * er - dr * ei - crossDE[2 * k + 1]))
             if speechBins.contains(k) {
                 let cr = crossDE[2 * k], ci = crossDE[2 * k + 1]
                 coherenceSum += (cr * cr + ci * ci) / (powerDD[k] * powerEE[k] + tiny)
