@@ -104,16 +104,9 @@ public final class EchoCanceller: @unchecked Sendable {
 
     private func measure() {
         let n = blockSamples
-        var mic: Float = 0
+        let (far, mic, estimate) = linear.blockEnergies
         var out: Float = 0
-        var far: Float = 0
-        var estimate: Float = 0
-        for i in 0..<n {
-            mic += microphone[i] * microphone[i]
-            out += output[i] * output[i]
-            far += farWindow[n + i] * farWindow[n + i]
-            estimate += linear.estimate[i] * linear.estimate[i]
-        }
+        for i in 0..<n { out += output[i] * output[i] }
         // The echo is present when the filter's estimate of it is over −70 dBFS.
         echoPresent = linear.farActive && estimate > Float(n) * 1e-7
         guard echoPresent, suppressor.nearEndCoherence < 0.5 else { return }

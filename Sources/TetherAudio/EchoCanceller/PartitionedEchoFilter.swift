@@ -127,6 +127,9 @@ final class PartitionedEchoFilter {
 
     /// Whether the far end of the last block was loud enough to adapt on.
     private(set) var farActive = false
+    /// The last block's energies (sums of squares): the far end's current block, the microphone,
+    /// the foreground's echo estimate.
+    private(set) var blockEnergies: (far: Float, microphone: Float, estimate: Float) = (0, 0, 0)
 
     /// One block: `farWindow` holds the previous and the current far-end block (2 × `blockSamples`,
     /// aligned so that the echo of the current block's start comes a little after it),
@@ -151,11 +154,14 @@ final class PartitionedEchoFilter {
         var mic: Float = 0
         var fg: Float = 0
         var bg: Float = 0
+        var echo: Float = 0
         for i in 0..<n {
             mic += microphone[i] * microphone[i]
             fg += error[i] * error[i]
             bg += backgroundError[i] * backgroundError[i]
+            echo += estimate[i] * estimate[i]
         }
+        blockEnergies = (far: farEnergy, microphone: mic, estimate: echo)
         microphoneEnergy = flushed(microphoneEnergy + 0.2 * (mic - microphoneEnergy))
         foregroundEnergy = flushed(foregroundEnergy + 0.2 * (fg - foregroundEnergy))
         backgroundEnergy = flushed(backgroundEnergy + 0.2 * (bg - backgroundEnergy))

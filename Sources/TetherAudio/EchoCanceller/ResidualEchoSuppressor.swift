@@ -47,9 +47,8 @@ final class ResidualEchoSuppressor {
     private var random: UInt32 = 0x2545_F491
     private var framesSeen = 0
 
-    /// Near-end presence of the last hop (γ_de over 300 Hz – 4 kHz), and the mean gain.
+    /// Near-end presence of the last hop (γ_de over 300 Hz – 4 kHz).
     private(set) var nearEndCoherence: Float = 0
-    private(set) var meanGain: Float = 1
 
     /// The PSDs' smoothing per hop (a memory of about 6 hops, 30 ms at 48 kHz), and the
     /// coherence such smoothing reads between unrelated signals (taken off).
@@ -163,7 +162,6 @@ final class ResidualEchoSuppressor {
         let presence = min(1, max(0, (nearEndCoherence - 0.3) / 0.4))
         let overdrive = Self.overdrive - (Self.overdrive - 1) * presence
         let floor = Self.minimumGain + (Self.doubleTalkMinimumGain - Self.minimumGain) * presence
-        var gainSum: Float = 0
         for k in 0..<bins {
             if learn && powerYY[k] > 4 * noiseFloor[k] {
                 let measured = min(10_000, max(1, powerDD[k] / (powerEE[k] + tiny)))
@@ -177,9 +175,7 @@ final class ResidualEchoSuppressor {
             let residual = max(powerYY[k] / erle[k], coherenceEY * powerEE[k])
             let target = max(floor, min(1, 1 - overdrive * residual / (powerEE[k] + tiny)))
             gain[k] = target < gain[k] ? target : gain[k] + 0.5 * (target - gain[k])
-            gainSum += gain[k]
         }
-        meanGain = gainSum / Float(bins)
     }
 
     /// Applies the gains, adds the comfort noise, and overlap-adds one hop into `out`.
