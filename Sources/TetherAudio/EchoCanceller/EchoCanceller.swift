@@ -38,6 +38,9 @@ public final class EchoCanceller: @unchecked Sendable {
         public var divergenceResets = 0
         /// The near end's presence in the output (coherence of microphone and output, 0…1).
         public var nearEndCoherence = 0.0
+        /// The share of the speech bands whose output is well over the residual echo expected
+        /// (0…1): what eases the suppression in double talk.
+        public var nearEndShare = 0.0
     }
 
     private let linear: PartitionedEchoFilter
@@ -128,6 +131,7 @@ public final class EchoCanceller: @unchecked Sendable {
         s.backgroundResets = linear.backgroundResets
         s.divergenceResets = linear.divergenceResets
         s.nearEndCoherence = Double(suppressor.nearEndCoherence)
+        s.nearEndShare = Double(suppressor.nearEndShare)
         return s
     }
 }
