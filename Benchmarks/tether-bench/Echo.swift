@@ -27,11 +27,15 @@ struct EchoBench: AsyncParsableCommand {
             """)
 
     @Option(
-        help: "Cancellers to run: off (none), speex, webrtc-low, webrtc (moderate), webrtc-high, tether (Tether's own), tether-aec (Tether's own without NS, AGC, HPF).")
+        help: "Cancellers to run: off (none), speex, webrtc-low, webrtc (moderate), webrtc-high, tether (Tether's own), tether-aec (Tether's own without NS, AGC, HPF), tether-ns (without AGC), tether-agc (without NS, HPF).")
     var cancellers: [String] = ["off", "speex", "webrtc", "tether"]
 
     @Flag(inversion: .prefixedNo, help: "Run the simulated rooms (seconds, no devices needed).")
     var simulated = true
+
+    @Flag(
+        help: "Run the simulated rooms with each canceller's noise suppression, gain control and high-pass filter too (by default they run echo cancellation alone: the rooms are noiseless).")
+    var simulatedPostProcessing = false
 
     @Flag(inversion: .prefixedNo, help: "Run the device rig (one call per canceller, about 50 s each).")
     var devices = true
@@ -77,7 +81,9 @@ struct EchoBench: AsyncParsableCommand {
         case "webrtc-high", "high": VoiceProcessingSettings(engine: .webrtc, echoSuppression: .high)
         case "tether": VoiceProcessingSettings(engine: .tether)
         case "tether-aec": VoiceProcessingSettings(engine: .tether, noiseSuppression: false, gainControl: false, highPassFilter: false)
-        default: throw ValidationError("unknown canceller '\(canceller)': off, speex, webrtc-low, webrtc, webrtc-high, tether, tether-aec")
+        case "tether-ns": VoiceProcessingSettings(engine: .tether, gainControl: false)
+        case "tether-agc": VoiceProcessingSettings(engine: .tether, noiseSuppression: false, highPassFilter: false)
+        default: throw ValidationError("unknown canceller '\(canceller)': off, speex, webrtc-low, webrtc, webrtc-high, tether, tether-aec, tether-ns, tether-agc")
         }
     }
 
@@ -101,10 +107,12 @@ struct EchoBench: AsyncParsableCommand {
             for room in EchoSimulation.rooms {
                 for (canceller, setting) in zip(cancellers, settings) {
                     var echoOnly = setting
-                    echoOnly.noiseSuppression = false
-                    echoOnly.gainControl = false
-                    echoOnly.highPassFilter = false
-                    if !echoOnly.isEnabled { echoOnly.highPassFilter = true }  // "off": nothing but the filter
+                    if !simulatedPostProcessing {
+                        echoOnly.noiseSuppression = false
+                        echoOnly.gainControl = false
+                        echoOnly.highPassFilter = false
+                        if !echoOnly.isEnabled { echoOnly.highPassFilter = true }  // "off": nothing but the filter
+                    }
                     simulatedRows.append(
                         (room.name, canceller,
                          try EchoSimulation.run(settings: echoOnly, room: room, far: farClip, near: nearClip, directory: workDirectory, label: canceller)))

@@ -53,6 +53,10 @@ public final class EchoCanceller: @unchecked Sendable {
     private var farEnergy: Float = 0
     private var echoHeard = false
     private var echoPresent = false
+    /// Blocks since the echo was last present, and how long its tail lasts after (a room's
+    /// reverberation, the filter's span).
+    private var blocksSinceEcho = Int.max - 1
+    static let echoHangoverBlocks = 30
 
     /// Creates a canceller for `sampleRateHertz` (8, 16, 32 or 48 kHz) whose filter spans
     /// `tailMilliseconds` (rounded up to whole 10 ms blocks).
@@ -112,11 +116,21 @@ public final class EchoCanceller: @unchecked Sendable {
         for i in 0..<n { out += output[i] * output[i] }
         // The echo is present when the filter's estimate of it is over −70 dBFS.
         echoPresent = linear.farActive && estimate > Float(n) * 1e-7
+        blocksSinceEcho = echoPresent ? 0 : min(blocksSinceEcho + 1, Int.max - 1)
         guard echoPresent, suppressor.nearEndCoherence < 0.5 else { return }
         echoHeard = true
         microphoneEnergy += 0.05 * (mic - microphoneEnergy)
         outputEnergy += 0.05 * (out - outputEnergy)
         farEnergy += 0.05 * (far - farEnergy)
+    }
+
+    /// Whether the last block held the far end's echo and nothing of the near end: the filter
+    /// heard echo, and the near-end share stayed where the suppression is at its hardest. Gain
+    /// control after the canceller must not raise such a block: all it holds is what echo is left
+    /// and the background.
+    public var hearsOnlyEcho: Bool {
+        blocksSinceEcho <= Self.echoHangoverBlocks
+            && suppressor.nearEndShare <= ResidualEchoSuppressor.nearEndShareFrom + ResidualEchoSuppressor.nearEndShareWidth
     }
 
     /// The latest figures.
