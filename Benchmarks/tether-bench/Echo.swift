@@ -106,16 +106,16 @@ struct EchoBench: AsyncParsableCommand {
             let nearClip = try WAVFile.read(path: near).samples
             for room in EchoSimulation.rooms {
                 for (canceller, setting) in zip(cancellers, settings) {
-                    var echoOnly = setting
+                    var simulatedSetting = setting
                     if !simulatedPostProcessing {
-                        echoOnly.noiseSuppression = false
-                        echoOnly.gainControl = false
-                        echoOnly.highPassFilter = false
-                        if !echoOnly.isEnabled { echoOnly.highPassFilter = true }  // "off": nothing but the filter
+                        simulatedSetting.noiseSuppression = false
+                        simulatedSetting.gainControl = false
+                        simulatedSetting.highPassFilter = false
+                        if !simulatedSetting.isEnabled { simulatedSetting.highPassFilter = true }  // "off": nothing but the filter
                     }
                     simulatedRows.append(
                         (room.name, canceller,
-                         try EchoSimulation.run(settings: echoOnly, room: room, far: farClip, near: nearClip, directory: workDirectory, label: canceller)))
+                         try EchoSimulation.run(settings: simulatedSetting, room: room, far: farClip, near: nearClip, directory: workDirectory, label: canceller)))
                 }
             }
         }

@@ -53,10 +53,10 @@ public final class EchoCanceller: @unchecked Sendable {
     private var farEnergy: Float = 0
     private var echoHeard = false
     private var echoPresent = false
-    /// Blocks since the echo was last present, and how long its tail lasts after (a room's
-    /// reverberation, the filter's span).
-    private var blocksSinceEcho = Int.max - 1
+    /// How long the echo's tail lasts after the echo was last present (a room's reverberation,
+    /// the filter's span), and the blocks since then (counted up to one past it).
     static let echoHangoverBlocks = 30
+    private var blocksSinceEcho = echoHangoverBlocks + 1
 
     /// Creates a canceller for `sampleRateHertz` (8, 16, 32 or 48 kHz) whose filter spans
     /// `tailMilliseconds` (rounded up to whole 10 ms blocks).
@@ -116,7 +116,7 @@ public final class EchoCanceller: @unchecked Sendable {
         for i in 0..<n { out += output[i] * output[i] }
         // The echo is present when the filter's estimate of it is over −70 dBFS.
         echoPresent = linear.farActive && estimate > Float(n) * 1e-7
-        blocksSinceEcho = echoPresent ? 0 : min(blocksSinceEcho + 1, Int.max - 1)
+        blocksSinceEcho = echoPresent ? 0 : min(blocksSinceEcho + 1, Self.echoHangoverBlocks + 1)
         guard echoPresent, suppressor.nearEndCoherence < 0.5 else { return }
         echoHeard = true
         microphoneEnergy += 0.05 * (mic - microphoneEnergy)
@@ -124,13 +124,12 @@ public final class EchoCanceller: @unchecked Sendable {
         farEnergy += 0.05 * (far - farEnergy)
     }
 
-    /// Whether the last block held the far end's echo and nothing of the near end: the filter
-    /// heard echo, and the near-end share stayed where the suppression is at its hardest. Gain
-    /// control after the canceller must not raise such a block: all it holds is what echo is left
-    /// and the background.
+    /// Whether the last block held the far end's echo (or its tail) and no clear near talker: the
+    /// filter heard echo in the last `echoHangoverBlocks`, and the suppression had not fully eased
+    /// for a near talker. Gain control after the canceller must not raise such a block: all it
+    /// holds is what echo is left and the background.
     public var hearsOnlyEcho: Bool {
-        blocksSinceEcho <= Self.echoHangoverBlocks
-            && suppressor.nearEndShare <= ResidualEchoSuppressor.nearEndShareFrom + ResidualEchoSuppressor.nearEndShareWidth
+        blocksSinceEcho <= Self.echoHangoverBlocks && suppressor.nearEndPresence < 1
     }
 
     /// The latest figures.
