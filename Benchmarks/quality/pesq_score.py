@@ -19,7 +19,7 @@ from pesq import pesq
 
 def read_16k(path, scratch):
     out = f"{scratch}/{abs(hash(path))}.wav"
-    subprocess.run(["sox", path, "-r", "16000", "-c", "1", "-b", "16", out], check=True)
+    subprocess.run(["sox", "-R", path, "-r", "16000", "-c", "1", "-b", "16", out], check=True)
     with wave.open(out, "rb") as w:
         frames = w.readframes(w.getnframes())
     return np.frombuffer(frames, dtype="<i2").astype(np.float64) / 32768.0

@@ -23,7 +23,7 @@ RATE = 16000
 
 def read_16k(path, scratch, name):
     out = f"{scratch}/{name}.wav"
-    subprocess.run(["sox", path, "-r", str(RATE), "-c", "1", "-b", "16", out], check=True)
+    subprocess.run(["sox", "-R", path, "-r", str(RATE), "-c", "1", "-b", "16", out], check=True)
     with wave.open(out, "rb") as w:
         frames = w.readframes(w.getnframes())
     return np.frombuffer(frames, dtype="<i2").astype(np.float64) / 32768.0

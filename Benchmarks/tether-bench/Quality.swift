@@ -460,7 +460,9 @@ struct QualityBench: AsyncParsableCommand {
         let raw = "\(scratch)/speech-raw.wav"
         let spoken = ChildProcess.run(["espeak-ng", "-v", voice, "-p", "\(pitch)", "-s", "\(wordsPerMinute)", "-w", raw, text])
         guard spoken.status == 0 else { throw ValidationError("espeak-ng failed: \(spoken.output)") }
-        let converted = ChildProcess.run(["sox", raw, "-r", "48000", "-c", "1", "-b", "16", path, "pad", "\(leadSeconds)", "0.5"])
+        // `-R`: sox dithers the resampled speech down to 16 bits, with a seed from the clock
+        // unless told to repeat; the same text then makes the same clip on every run.
+        let converted = ChildProcess.run(["sox", "-R", raw, "-r", "48000", "-c", "1", "-b", "16", path, "pad", "\(leadSeconds)", "0.5"])
         guard converted.status == 0 else { throw ValidationError("sox failed: \(converted.output)") }
     }
 
