@@ -5,6 +5,8 @@
 #   scripts/phase-clock.sh begin NAME     NAME starts now
 #   scripts/phase-clock.sh end NAME       NAME ends now: prints its time
 #   scripts/phase-clock.sh summary        every phase that ended, in order, with the total
+#                                         (wall time from the first begin to the last end: phases
+#                                         may overlap)
 set -euo pipefail
 dir=${TETHER_PHASE_CLOCK_DIR:-.build/phase-clock}
 mkdir -p "$dir"
@@ -17,6 +19,7 @@ begin)
 end)
     seconds=$(($(date +%s) - $(cat "$dir/$2.start")))
     echo "$seconds" >"$dir/$2.seconds"
+    date +%s >"$dir/$2.end"
     echo "==== $2: $seconds s"
     ;;
 summary)
@@ -28,8 +31,10 @@ summary)
     done | sort -n | while read -r _ name seconds; do
         printf '  %-22s %5d s  %4d min %02d s\n' "$name" "$seconds" $((seconds / 60)) $((seconds % 60))
     done
-    for f in "$dir"/*.seconds; do [[ -e "$f" ]] && total=$((total + $(cat "$f"))); done
-    printf '  %-22s %5d s  %4d min %02d s\n' total "$total" $((total / 60)) $((total % 60))
+    first=$(cat "$dir"/*.start 2>/dev/null | sort -n | head -n 1)
+    last=$(cat "$dir"/*.end 2>/dev/null | sort -n | tail -n 1)
+    [[ -n "$first" && -n "$last" ]] && total=$((last - first))
+    printf "  %-22s %5d s  %4d min %02d s\n" "total (wall)" "$total" $((total / 60)) $((total % 60))
     ;;
 *)
     echo "usage: scripts/phase-clock.sh reset | begin NAME | end NAME | summary" >&2
