@@ -142,17 +142,19 @@ test-budgets:
 # `make test` runs the two phases above overlapped: libFuzzer runs one process for a fixed wall
 # time, so the release build of the budgets takes the other core meanwhile (it took 77 s quiet and
 # 146 s loaded after the fuzzing, in the CI runs of 8a0e49a and 55a6675). The fuzzers run fewer
-# inputs in those seconds; the total is the wall time, not the sum of the phases.
+# inputs in those seconds; the total is the wall time, not the sum of the phases. The build's
+# phase ends when the build does; an interrupted run stops it.
 test-fuzz-budgets:
 	@mkdir -p .build
 	@scripts/phase-clock.sh begin test-budgets.build
 	@scripts/phase-clock.sh begin test-fuzz
 	@bash -c 'log=.build/budgets-build.log; \
-		$(SWIFT) build -c release --product tether-bench >"$$log" 2>&1 & build=$$!; \
+		{ $(SWIFT) build -c release --product tether-bench >"$$log" 2>&1; rc=$$?; \
+		  scripts/phase-clock.sh end test-budgets.build; exit $$rc; } & build=$$!; \
+		trap "pkill -P $$build 2>/dev/null; kill $$build 2>/dev/null" EXIT INT TERM; \
 		scripts/fuzz.sh $(TEST_FUZZ_SECONDS); fuzzed=$$?; scripts/phase-clock.sh end test-fuzz; \
-		wait $$build; built=$$?; \
+		wait $$build; built=$$?; trap - EXIT INT TERM; \
 		if ((built != 0)); then cat "$$log"; else tail -n 3 "$$log"; fi; \
-		scripts/phase-clock.sh end test-budgets.build; \
 		exit $$((fuzzed != 0 || built != 0))'
 	@scripts/phase-clock.sh begin test-budgets.run
 	.build/release/tether-bench hotpath --frames 300 --repetitions 1

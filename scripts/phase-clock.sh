@@ -31,8 +31,8 @@ summary)
     done | sort -n | while read -r _ name seconds; do
         printf '  %-22s %5d s  %4d min %02d s\n' "$name" "$seconds" $((seconds / 60)) $((seconds % 60))
     done
-    first=$(cat "$dir"/*.start 2>/dev/null | sort -n | head -n 1)
-    last=$(cat "$dir"/*.end 2>/dev/null | sort -n | tail -n 1)
+    first=$(cat "$dir"/*.start 2>/dev/null | sort -n | head -n 1 || true)
+    last=$(cat "$dir"/*.end 2>/dev/null | sort -n | tail -n 1 || true)
     [[ -n "$first" && -n "$last" ]] && total=$((last - first))
     printf "  %-22s %5d s  %4d min %02d s\n" "total (wall)" "$total" $((total / 60)) $((total % 60))
     ;;
