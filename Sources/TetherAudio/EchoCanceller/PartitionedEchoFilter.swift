@@ -57,12 +57,12 @@ final class PartitionedEchoFilter {
     /// A partition's gradient in the time domain (per-tap proportionate update).
     private let gradient: UnsafeMutablePointer<Float>
     private let gradientSpectrum: UnsafeMutablePointer<Float>
-    /// The background's partitions updated tap by tap this block: the `tapwiseCount` with the
-    /// largest share of its response.
-    private let tapwise: UnsafeMutablePointer<Int>
+    /// Per partition, whether the background updated it tap by tap in its last update (the
+    /// `tapwiseCount` with the largest share of its response).
+    private let tapwise: UnsafeMutablePointer<Bool>
     private let tapwiseCount: Int
-    /// Whether the partitions in `tapwise` have not changed since their update, which left them
-    /// constrained (so the constraint in turn can pass them by).
+    /// Whether the partitions marked in `tapwise` have not changed since their update, which left
+    /// them constrained (so the constraint in turn can pass them by).
     private var tapwiseConstrained = false
     /// The foreground's error and echo estimate of the last block (time domain, `blockSamples`).
     let error: UnsafeMutablePointer<Float>
@@ -106,8 +106,8 @@ final class PartitionedEchoFilter {
     static let foregroundMaximumStep: Float = 0.5
     /// The background's partitions updated tap by tap (the largest shares of its response), the
     /// share of each one's step spread evenly over its taps, and the most any tap takes (in
-    /// units of what an even spread gives each tap). A block update cannot take the steps a sample-by-sample
-    /// IPNLMS takes on a dominant tap: without the cap the filter diverged (a step of 240 times
+    /// units of what an even spread gives each tap). A block update cannot take the steps a
+    /// sample-by-sample IPNLMS takes on a dominant tap: without the cap the filter diverged (a step of 240 times
     /// the partition's on a single direct-path tap). Chosen on espeak-ng speech through a 90 ms
     /// pure delay, the linear stage alone (cut in 1 s windows, 1–6 s): none 15/16/22/24/25 dB; 4
     /// partitions with cap 2 and even share 0.5, 22/23/29/30/30; cap 3 and share 0.1, 26/26/32/33/33;
@@ -143,7 +143,8 @@ final class PartitionedEchoFilter {
         gradient = RealFFT.allocateReal(fftSize)
         gradientSpectrum = RealFFT.allocateComplex(bins: bins)
         tapwiseCount = min(Self.tapwisePartitions, partitions)
-        tapwise = UnsafeMutablePointer<Int>.allocate(capacity: max(1, tapwiseCount))
+        tapwise = UnsafeMutablePointer<Bool>.allocate(capacity: partitions)
+        tapwise.initialize(repeating: false, count: partitions)
         error = RealFFT.allocateReal(blockSamples)
         estimate = RealFFT.allocateReal(blockSamples)
     }
@@ -248,7 +249,8 @@ final class PartitionedEchoFilter {
         proportion(background)
         let delta = regularization / Float(partitions)
         for k in 0..<bins { spectrum[k] = Self.backgroundStep / (weightedPower[k] + delta) }
-        update(background, errorSpectrum: backgroundErrorSpectrum, stepPerBin: spectrum, tapwiseCount: tapwiseCount)
+        markTapwise()
+        update(background, errorSpectrum: backgroundErrorSpectrum, stepPerBin: spectrum, byTap: true)
     }
 
     /// The proportionate weighting of the partitions (IPNLMS): `evenShare` of the step is shared
@@ -314,12 +316,12 @@ final class PartitionedEchoFilter {
             let share = hold * min(Self.foregroundMaximumStep, leakage * estimatePower[k] / (errorPower[k] + tiny))
             spectrum[k] = share / (weightedPower[k] + delta)
         }
-        update(foreground, errorSpectrum: foregroundErrorSpectrum, stepPerBin: spectrum, tapwiseCount: 0)
+        update(foreground, errorSpectrum: foregroundErrorSpectrum, stepPerBin: spectrum, byTap: false)
     }
 
     /// W_p += μ_k · conj(X_p) · E, for every partition: unconstrained and with the partition's
-    /// share of the step in the frequency domain, except for the `tapwiseCount` that hold the
-    /// most of the response (none for the foreground, which takes the background's when it
+    /// share of the step in the frequency domain, except, `byTap`, for the partitions marked in
+    /// `tapwise` (the background's only: the foreground takes the background's response when it
     /// proves better). Those are updated tap by tap in the time domain: the constrained
     /// gradient (the first half of its inverse transform) times a gain per tap, `tapEvenShare`
     /// of the partition's share evenly and the rest in proportion to each tap's magnitude (IPNLMS
@@ -329,28 +331,14 @@ final class PartitionedEchoFilter {
     /// at the cost of three transforms per such partition and block.
     private func update(
         _ weights: UnsafeMutablePointer<Float>, errorSpectrum e: UnsafeMutablePointer<Float>, stepPerBin mu: UnsafeMutablePointer<Float>,
-        tapwiseCount: Int
+        byTap: Bool
     ) {
         let floats = stride
-        let chosen = min(tapwiseCount, partitions)
-        // The `chosen` largest shares, by selection (a handful of a few dozen).
-        for c in 0..<chosen {
-            var best = -1
-            for p in 0..<partitions {
-                var taken = false
-                for q in 0..<c where tapwise[q] == p { taken = true }
-                if !taken && (best < 0 || partitionGain[p] > partitionGain[best]) { best = p }
-            }
-            tapwise[c] = best
-        }
-        if chosen > 0 { tapwiseConstrained = true }
         for p in 0..<partitions {
-            var isTapwise = false
-            for q in 0..<chosen where tapwise[q] == p { isTapwise = true }
             let w = weights + p * floats
             let x = far + ((head + p) % partitions) * floats
             let g = partitionGain[p]
-            if isTapwise {
+            if byTap && tapwise[p] {
                 updateTapwise(w, far: x, errorSpectrum: e, stepPerBin: mu, gain: g)
                 continue
             }
@@ -364,6 +352,18 @@ final class PartitionedEchoFilter {
                 w[2 * k + 1] += step * (xr * ei - xi * er)
             }
         }
+    }
+
+    /// Marks in `tapwise` the `tapwiseCount` partitions with the largest share of the background's
+    /// response (`partitionGain`, from `proportion`), by selection: a handful of a few dozen.
+    private func markTapwise() {
+        tapwise.update(repeating: false, count: partitions)
+        for _ in 0..<tapwiseCount {
+            var best = -1
+            for p in 0..<partitions where !tapwise[p] && (best < 0 || partitionGain[p] > partitionGain[best]) { best = p }
+            tapwise[best] = true
+        }
+        tapwiseConstrained = true
     }
 
     private func updateTapwise(
@@ -446,11 +446,7 @@ final class PartitionedEchoFilter {
     /// left is removed.
     private func constrain(partition p: Int) {
         constrain(foreground + p * stride)
-        var constrained = false
-        if tapwiseConstrained {
-            for q in 0..<tapwiseCount where tapwise[q] == p { constrained = true }
-        }
-        if !constrained { constrain(background + p * stride) }
+        if !(tapwiseConstrained && tapwise[p]) { constrain(background + p * stride) }
     }
 
     private func constrain(_ w: UnsafeMutablePointer<Float>) {
