@@ -98,6 +98,16 @@ extern "C" int tether_apm_process_capture(tether_apm *p, int16_t *samples, int d
     return result;
 }
 
+extern "C" int tether_apm_reset_echo_canceller(tether_apm *p) {
+    webrtc::EchoCancellation *aec = p->apm->echo_cancellation();
+    if (!aec->is_enabled()) return 0;
+    // Enabling a disabled component initialises its handles again (WebRtcAec_Init): the
+    // handles and the settings stay.
+    int result = aec->Enable(false);
+    if (result != 0) return result;
+    return aec->Enable(true);
+}
+
 extern "C" void tether_apm_get_statistics(tether_apm *p, tether_apm_statistics *out) {
     memset(out, 0, sizeof(*out));
     webrtc::EchoCancellation *aec = p->apm->echo_cancellation();

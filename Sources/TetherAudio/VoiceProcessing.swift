@@ -115,6 +115,9 @@ public struct VoiceProcessingStatistics: Sendable, Equatable, BitwiseCopyable {
     public var speechProbability: Double? = nil
     /// Whether the canceller hears echo now.
     public var echoPresent = false
+    /// How many times WebRTC's canceller was started afresh because the far end handed to it
+    /// moved (the echo delay measured jumped past what its own delay tracking follows).
+    public var echoCancellerRestarts = 0
 
     public init() {}
 }
@@ -200,6 +203,15 @@ public final class VoiceProcessor: @unchecked Sendable {
     /// 54), the runs at 90–100 ms 29–60.
     private static let toldAsIsMilliseconds = 120
     private static let earlyMarginMilliseconds = 20
+    /// How far (samples) the far end handed to WebRTC's canceller is moved against its echo:
+    /// 0 while the delay is told as it is, the rest of the delay once it is shifted.
+    private var webrtcFarShift: Int?
+    /// A move of the far end handed to WebRTC's canceller larger than this starts the canceller
+    /// afresh (`tether_apm_reset_echo_canceller`): what it learned sits at the wrong lag, and its
+    /// own delay tracking (delay-agnostic mode) followed such a jump slowly or not at all —
+    /// a device test saw 7–14 dB for 12 s after a 60 → 160 ms path change, where a fresh
+    /// canceller cuts over 30 dB within 2 s. The estimator's 10 ms steps stay under it.
+    private static let restartOnShiftMilliseconds = 30
     /// Tether's canceller is handed the far end this much ahead of the echo delay measured: its
     /// filter then covers an echo that comes somewhat earlier than measured, and 280 ms after.
     private static let alignmentMarginMilliseconds = 40
@@ -301,7 +313,13 @@ public final class VoiceProcessor: @unchecked Sendable {
                 // the test devices under load the delay read 10 ms long now and then; an echo
                 // later than the canceller expects stays within its filter, an earlier one not.
                 let earlySamples = shifted ? Self.earlyMarginMilliseconds * sampleRateHertz / 1000 : 0
-                let wanted = alongside - echoDelaySamples + toTell - earlySamples
+                let farShift = echoDelaySamples - toTell + earlySamples
+                if let held = webrtcFarShift, abs(farShift - held) > Self.restartOnShiftMilliseconds * sampleRateHertz / 1000 {
+                    _ = tether_apm_reset_echo_canceller(webrtc)
+                    figures.echoCancellerRestarts += 1
+                }
+                webrtcFarShift = farShift
+                let wanted = alongside - farShift
                 let start = min(wanted, historyWritten - chunkSamples)
                 copyHistory(from: start, into: farChunk)
                 _ = tether_apm_analyze_reverse(webrtc, farChunk.baseAddress!)

@@ -44,6 +44,11 @@ int tether_apm_analyze_reverse(tether_apm *apm, const int16_t *samples);
 /// + acoustic path + capture buffering). Returns 0 or a library error code.
 int tether_apm_process_capture(tether_apm *apm, int16_t *samples, int delay_ms);
 
+/// Forgets what the echo canceller learned (its filter, its own delay estimate, its
+/// suppressor's state), as after the far end handed to it has moved: it converges anew. Settings
+/// are kept. Allocates nothing; returns 0 or a library error code.
+int tether_apm_reset_echo_canceller(tether_apm *apm);
+
 /// The latest figures (no allocation).
 void tether_apm_get_statistics(tether_apm *apm, tether_apm_statistics *out);
 
