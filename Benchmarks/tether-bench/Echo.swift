@@ -213,9 +213,10 @@ struct EchoBench: AsyncParsableCommand {
             if let d, let n { String(format: "%.2f / %.2f (%+.2f)", d, n, d - n) } else { problem ?? "n/a" }
         }
         say("")
-        say("canceller  echo / talker at mic   echo cut 1–2 s  2–4 s   after 60→160 ms  after −6 dB  delay found      PESQ-WB double talk / no echo (Δ)")
-        say("                                                                                                       rig's levels          equal level")
-        say(String(repeating: "─", count: 150))
+        // The delays found: up to four readings (call start, double talk, path change, gain change).
+        say("canceller  echo / talker at mic   echo cut 1–2 s  2–4 s   after 60→160 ms  after −6 dB  delay found           PESQ-WB double talk / no echo (Δ)")
+        say("                                                                                                            rig's levels          equal level")
+        say(String(repeating: "─", count: 155))
         for r in rows {
             let delays = r.measuredDelays.isEmpty ? "none" : r.measuredDelays.map { "\($0)" }.joined(separator: "→") + " ms"
             say(
@@ -223,7 +224,7 @@ struct EchoBench: AsyncParsableCommand {
                     + String(
                         format: "%5.1f / %5.1f dBFS      %5.1f dB  %5.1f dB  %5.1f dB         %5.1f dB     ", r.echoAtMicrophoneDBFS,
                         r.talkerAtMicrophoneDBFS, r.cutEarlyDB, r.cutDB, r.cutAfterChangeDB, r.cutAfterGainDB)
-                    + delays.padding(toLength: 17, withPad: " ", startingAt: 0)
+                    + delays.padding(toLength: 22, withPad: " ", startingAt: 0)
                     + pesq(r.pesqDoubleTalk, r.pesqNearAlone, r.problem).padding(toLength: 22, withPad: " ", startingAt: 0)
                     + pesq(r.pesqDoubleTalkEqual, r.pesqNearAloneEqual, r.problem))
         }
