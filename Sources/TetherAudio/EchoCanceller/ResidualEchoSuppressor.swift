@@ -53,6 +53,10 @@ final class ResidualEchoSuppressor {
     /// Overlap-add of the synthesized frames.
     private let overlap: UnsafeMutablePointer<Float>
     private var random: UInt32 = 0x2545_F491
+    /// Unit phasors (cosine, sine) at `phases` evenly spaced angles, for the comfort noise's
+    /// random phases: a table lookup instead of a cosine and a sine per bin and hop.
+    private static let phases = 256
+    private let phasors: UnsafeMutablePointer<Float>
     private var framesSeen = 0
 
     /// Near-end coherence of the last hop (γ_de over 300 Hz – 4 kHz).
@@ -108,6 +112,12 @@ final class ResidualEchoSuppressor {
         gain = RealFFT.allocateReal(bins)
         gain.update(repeating: 1, count: bins)
         overlap = RealFFT.allocateReal(frame)
+        phasors = RealFFT.allocateReal(2 * Self.phases)
+        for i in 0..<Self.phases {
+            let angle = 2 * Double.pi * Double(i) / Double(Self.phases)
+            phasors[2 * i] = Float(cos(angle))
+            phasors[2 * i + 1] = Float(sin(angle))
+        }
         let hertzPerBin = Double(sampleRateHertz) / Double(frame)
         speechBins = max(1, Int(300 / hertzPerBin))..<min(bins, Int(4000 / hertzPerBin) + 1)
     }
@@ -118,7 +128,7 @@ final class ResidualEchoSuppressor {
     deinit {
         for pointer in [
             window, microphoneFrame, estimateFrame, errorFrame, time, d, y, e, powerDD, powerYY, powerEE, crossEY, crossDE, erle,
-            noiseFloor, gain, overlap,
+            noiseFloor, gain, overlap, phasors,
         ] {
             RealFFT.free(pointer)
         }
@@ -232,12 +242,13 @@ final class ResidualEchoSuppressor {
         (overlap + frame - hop).update(repeating: 0, count: hop)
     }
 
-    /// A unit phasor (cosine, sine) at a uniformly random angle (xorshift32).
+    /// A unit phasor (cosine, sine) at a uniformly random one of `phases` angles (xorshift32;
+    /// its top bits pick the angle).
     private func randomPhase() -> (Float, Float) {
         random ^= random << 13
         random ^= random >> 17
         random ^= random << 5
-        let angle = Float(random) * (2 * Float.pi / 4_294_967_296)
-        return (cos(angle), sin(angle))
+        let i = Int(random >> 24)
+        return (phasors[2 * i], phasors[2 * i + 1])
     }
 }
