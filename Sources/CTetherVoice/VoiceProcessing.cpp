@@ -105,7 +105,8 @@ extern "C" int tether_apm_reset_echo_canceller(tether_apm *p) {
     // handles and the settings stay.
     int result = aec->Enable(false);
     if (result != 0) return result;
-    return aec->Enable(true);
+    result = aec->Enable(true);
+    return result == 0 ? 1 : result;
 }
 
 extern "C" void tether_apm_get_statistics(tether_apm *p, tether_apm_statistics *out) {

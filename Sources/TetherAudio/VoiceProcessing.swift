@@ -203,6 +203,7 @@ public final class VoiceProcessor: @unchecked Sendable {
     /// 54), the runs at 90–100 ms 29–60.
     private static let toldAsIsMilliseconds = 120
     private static let earlyMarginMilliseconds = 20
+    private static let shiftHysteresisMilliseconds = 20
     /// How far (samples) the far end handed to WebRTC's canceller is moved against its echo:
     /// 0 while the delay is told as it is, the rest of the delay once it is shifted.
     private var webrtcFarShift: Int?
@@ -210,7 +211,8 @@ public final class VoiceProcessor: @unchecked Sendable {
     /// afresh (`tether_apm_reset_echo_canceller`): what it learned sits at the wrong lag, and its
     /// own delay tracking (delay-agnostic mode) followed such a jump slowly or not at all —
     /// a device test saw 7–14 dB for 12 s after a 60 → 160 ms path change, where a fresh
-    /// canceller cuts over 30 dB within 2 s. The estimator's 10 ms steps stay under it.
+    /// canceller cuts over 30 dB within 2 s. The estimator's 10 ms steps stay under it, and so
+    /// does a reading wobbling across `toldAsIsMilliseconds` (`shiftHysteresisMilliseconds`).
     private static let restartOnShiftMilliseconds = 30
     /// Tether's canceller is handed the far end this much ahead of the echo delay measured: its
     /// filter then covers an echo that comes somewhat earlier than measured, and 280 ms after.
@@ -307,7 +309,11 @@ public final class VoiceProcessor: @unchecked Sendable {
                 // and the aligned delay for a longer one, the far end handed to it late by the
                 // rest; never a far chunk not yet played.
                 let aligned = Self.alignedDelayMilliseconds * sampleRateHertz / 1000
-                let shifted = echoDelaySamples > Self.toldAsIsMilliseconds * sampleRateHertz / 1000
+                // Once shifted, the far end stays shifted until the delay falls clearly under the
+                // limit (`shiftHysteresisMilliseconds`): a reading wobbling across it would move
+                // the far end by about 100 ms, and restart the canceller, at every wobble.
+                let limit = Self.toldAsIsMilliseconds - ((webrtcFarShift ?? 0) > 0 ? Self.shiftHysteresisMilliseconds : 0)
+                let shifted = echoDelaySamples > limit * sampleRateHertz / 1000
                 let toTell = shifted ? aligned : echoDelaySamples
                 // A shifted far end goes over 20 ms early: the envelopes' peak is broad, and on
                 // the test devices under load the delay read 10 ms long now and then; an echo
@@ -315,8 +321,8 @@ public final class VoiceProcessor: @unchecked Sendable {
                 let earlySamples = shifted ? Self.earlyMarginMilliseconds * sampleRateHertz / 1000 : 0
                 let farShift = echoDelaySamples - toTell + earlySamples
                 if let held = webrtcFarShift, abs(farShift - held) > Self.restartOnShiftMilliseconds * sampleRateHertz / 1000 {
-                    _ = tether_apm_reset_echo_canceller(webrtc)
-                    figures.echoCancellerRestarts += 1
+                    // A failure leaves it as it was; the next move tries again.
+                    if tether_apm_reset_echo_canceller(webrtc) == 1 { figures.echoCancellerRestarts += 1 }
                 }
                 webrtcFarShift = farShift
                 let wanted = alongside - farShift

@@ -339,15 +339,18 @@ struct VoiceProcessingTests {
         #expect(estimator.delayChunks == 25)
     }
 
-    /// WebRTC's canceller after the echo path jumps from 60 to 160 ms (another device): the far
+    /// WebRTC's canceller after the echo path jumps from 150 to 260 ms (another device): the far
     /// end handed to it moves once the estimator has the new delay, and the canceller is started
-    /// afresh, without allocating; within 2 s of the move it cuts 25 dB again. A small move (the
-    /// estimator's steps) does not restart it. (Measured in `tether-bench echo`'s simulated rooms:
-    /// 23.0 and 29.1 dB in the 2–4 s after a 100 ms jump without the restart, 51.2 and 51.0 with.)
+    /// afresh, without allocating; within 2 s of the move it cuts 25 dB again. (A far end that was
+    /// shifted from the start is not restarted when the delay is first found; small moves of a
+    /// shifted far end are `aDelayWobblingAtTheLimitRestartsWebRTCsCancellerOnce`.) The
+    /// synthetic voice here is one WebRTC's canceller also follows without the restart; espeak-ng
+    /// speech is not (`tether-bench echo`'s simulated rooms: 23.0 and 29.1 dB in the 2–4 s after
+    /// a 100 ms jump without the restart, 51.2 and 51.0 with), so the count is what this checks.
     @Test(.enabled(if: CAllocationCounter_isAvailable() == 1, "the sanitizers own malloc"))
     func aMovedFarEndStartsWebRTCsCancellerAfreshWithoutAllocating() throws {
         let processor = try #require(VoiceProcessor(settings: VoiceProcessingSettings(engine: .webrtc)))
-        var room = EchoRoom(delayMilliseconds: 60)
+        var room = EchoRoom(delayMilliseconds: 150)
         var play = [Int16](repeating: 0, count: 480)
         var mic = play
         var near = play
@@ -356,17 +359,16 @@ struct VoiceProcessingTests {
         var restartedAt: Int?
         var allocations = 0
         for n in 0..<1000 {
-            if n == 400 { room.delayMilliseconds = 70 }
-            if n == 500 { room.delayMilliseconds = 160 }
+            if n == 500 { room.delayMilliseconds = 260 }
             room.chunk(play: &play, mic: &mic, near: &near)
             micEnergy.append(energy(mic[...]))
             CAllocationCounter_begin()
             play.withUnsafeBufferPointer { processor.analyzePlayback($0) }
-            mic.withUnsafeMutableBufferPointer { processor.processCapture($0, timing: CaptureTiming(expectedEchoDelayMilliseconds: 60)) }
+            mic.withUnsafeMutableBufferPointer { processor.processCapture($0, timing: CaptureTiming(expectedEchoDelayMilliseconds: 150)) }
             // The library's first chunks allocate (its own lazy set-up); counted from the second second.
             if n >= 100 { allocations += Int(CAllocationCounter_end()) } else { _ = CAllocationCounter_end() }
             outEnergy.append(energy(mic[...]))
-            if n == 499 { #expect(processor.statistics().echoCancellerRestarts == 0, "a 10 ms step restarted it") }
+            if n == 499 { #expect(processor.statistics().echoCancellerRestarts == 0, "restarted before the path changed") }
             if restartedAt == nil, processor.statistics().echoCancellerRestarts > 0 { restartedAt = n }
         }
         func cut(_ chunks: Range<Int>) -> Double {
@@ -374,10 +376,30 @@ struct VoiceProcessingTests {
         }
         let restart = try #require(restartedAt, "never restarted: \(processor.statistics())")
         let after = cut(restart + 200..<min(restart + 400, 1000))
-        print("webrtc 60 → 160 ms: restarted \((restart - 500) * 10) ms after the change; cut before \(cut(200..<400)) dB, in 2–4 s after the restart \(after) dB; \(processor.statistics())")
+        print("webrtc 150 → 260 ms: restarted \((restart - 500) * 10) ms after the change; cut before \(cut(200..<400)) dB, in 2–4 s after the restart \(after) dB; \(processor.statistics())")
         #expect(allocations == 0)
         #expect(processor.statistics().echoCancellerRestarts == 1)
         #expect(restart < 700 && after >= 25)
+    }
+
+    /// An echo delay on the edge of what WebRTC's canceller is told as it is (120 ms): the room
+    /// moves between 110 and 130 ms every 3 s. The far end is shifted once and stays shifted
+    /// (hysteresis), so the canceller is restarted once, not at every move, and keeps cutting.
+    @Test func aDelayWobblingAtTheLimitRestartsWebRTCsCancellerOnce() throws {
+        let processor = try #require(VoiceProcessor(settings: VoiceProcessingSettings(engine: .webrtc)))
+        var room = EchoRoom(delayMilliseconds: 110)
+        var measured: Set<Int> = []
+        var last: (mic: [Int16], out: [Int16], near: [Int16]) = ([], [], [])
+        for step in 0..<6 {
+            room.delayMilliseconds = step % 2 == 0 ? 110 : 130
+            last = run(&room, processor, seconds: 3, reportedDelay: 110)
+            if let d = processor.statistics().measuredEchoDelayMilliseconds { measured.insert(d) }
+        }
+        let cut = erle(last, from: 1, to: 3)
+        print("webrtc, delay 110 ↔ 130 ms: measured \(measured.sorted()), restarts \(processor.statistics().echoCancellerRestarts), cut in the last 2 s \(cut) dB")
+        #expect(measured.contains { $0 <= 120 } && measured.contains { $0 > 120 }, "the estimator did not follow the room")
+        #expect(processor.statistics().echoCancellerRestarts == 1)
+        #expect(cut >= 25)
     }
 
     /// After set-up, processing allocates nothing.

@@ -46,7 +46,8 @@ int tether_apm_process_capture(tether_apm *apm, int16_t *samples, int delay_ms);
 
 /// Forgets what the echo canceller learned (its filter, its own delay estimate, its
 /// suppressor's state), as after the far end handed to it has moved: it converges anew. Settings
-/// are kept. Allocates nothing; returns 0 or a library error code.
+/// are kept; its metrics (ERLE, the delay histogram) start again too. Allocates nothing. Returns
+/// 1 when it was restarted, 0 when echo cancellation is off, or a library error code (negative).
 int tether_apm_reset_echo_canceller(tether_apm *apm);
 
 /// The latest figures (no allocation).
