@@ -311,6 +311,50 @@ struct VoiceProcessingTests {
         #expect(timed > untimed + 6)
     }
 
+    /// The devices' timing as the media loop reads it, against Tether's canceller. A reading that
+    /// strays by 16 ms while the echo stays where it was (as when module-loopback was loaded
+    /// again on the test devices) does not move the canceller: its cut in the 3 s after is what
+    /// it was before. A gap (playback ran dry for 200 ms: the reading and the echo both move)
+    /// does, at once: the cut is 25 dB in the second after.
+    @Test func tethersCancellerRealignsAcrossAGapButNotForASmallStray() throws {
+        let settings = VoiceProcessingSettings(engine: .tether, noiseSuppression: false, gainControl: false, highPassFilter: false)
+        let processor = try #require(VoiceProcessor(settings: settings))
+        var room = Self.room(delayMilliseconds: 90, for: .tether)
+        var play = [Int16](repeating: 0, count: 480)
+        var mic = play
+        var near = play
+        var queued = 960
+        var cuts: [Double] = []
+        var micEnergy = 0.0
+        var outEnergy = 0.0
+        for n in 0..<1100 {
+            if n == 400 {
+                queued += 200 * 48
+                room.delayMilliseconds += 200
+            }
+            if n == 700 { queued += 16 * 48 }
+            room.chunk(play: &play, mic: &mic, near: &near)
+            micEnergy += energy(mic[...])
+            play.withUnsafeBufferPointer { processor.analyzePlayback($0) }
+            mic.withUnsafeMutableBufferPointer {
+                processor.processCapture($0, timing: CaptureTiming(playbackQueuedSamples: queued, expectedEchoDelayMilliseconds: 90))
+            }
+            outEnergy += energy(mic[...])
+            if n % 100 == 99 {
+                cuts.append(10 * log10(micEnergy / max(1, outEnergy)))
+                micEnergy = 0
+                outEnergy = 0
+            }
+        }
+        print("tether, a 200 ms gap at 4 s, the playback offset strays 16 ms at 7 s: cut by second \(cuts.map { Int($0) })")
+        #expect(min(cuts[2], cuts[3]) >= 25)
+        // Without the realignment the estimator finds the new delay in about a second (2 dB in
+        // the second after the gap); with it the filter keeps the echo (45 dB).
+        #expect(min(cuts[4], cuts[5]) >= 25, "not back at once after the gap")
+        // Realigning to the stray cost 10–13 dB in the two seconds after it.
+        #expect(min(cuts[7], cuts[8], cuts[9]) >= min(cuts[5], cuts[6]) - 3, "the stray moved the canceller")
+    }
+
     /// Once the delay is found, both ends talking (the near end's envelope blurring the
     /// correlation's peak) do not move it; a real change of the echo path does.
     @Test func theEstimatorKeepsItsDelayThroughDoubleTalkAndFollowsAChangedPath() {
