@@ -217,13 +217,13 @@ public final class VoiceProcessor: @unchecked Sendable {
     /// Tether's canceller is handed the far end this much ahead of the echo delay measured: its
     /// filter then covers an echo that comes somewhat earlier than measured, and 280 ms after.
     private static let alignmentMarginMilliseconds = 40
-    /// How far (blocks) the playback offset must move from the one Tether's canceller is aligned
-    /// to before it realigns: within this its filter, which starts 40 ms ahead of the echo,
-    /// keeps the echo in its span. Through the devices (`tether-bench echo`, the cut 2–4 s after
+    /// How far (blocks) the playback offset must move back from the one Tether's canceller is
+    /// aligned to before it realigns (a move the other way realigns from one block): the echo
+    /// then sits up to 30 ms later in the filter, whose span reaches 280 ms past it. Through the devices (`tether-bench echo`, the cut 2–4 s after
     /// the echo path changes / its gain drops 6 dB), realigning at every whole block read
     /// 1.0–40.6 / 18.6–34.3 dB, under 25 in 5 / 6 runs of 11; without the small realignments
-    /// 33.8–43.5 / 29.1–35.0 dB in 9 runs (2 of them with this rule, 4 realigning only across
-    /// gaps, 3 never realigning).
+    /// 33.8–43.5 / 29.1–35.0 dB in 11 runs (2 of them with this rule, 2 with the slack both ways,
+    /// 4 realigning only across gaps, 3 never realigning).
     private static let realignSlackBlocks = 3
 
     /// Creates the processor (allocates the libraries' state); nil when `settings` runs nothing
@@ -357,11 +357,13 @@ public final class VoiceProcessor: @unchecked Sendable {
     /// alignment delay that follows the measured echo delay only when that leaves the band from
     /// 30 ms under to 60 ms over it (the estimator's 10 ms steps and its wobble between two lags
     /// stay inside the filter's span, which covers 280 ms after the margin; a new device's path
-    /// does not), and a playback offset read anew moves it by the whole blocks of the change
-    /// once that reaches `realignSlackBlocks` (a gap in either stream moves it at once; the
-    /// devices' clocks drifting apart move it every 30 ms of drift; the smaller moves that came
-    /// with an echo path's change through the devices, 360–720 samples as module-loopback was
-    /// loaded again, do not: realigning to them had cost the cut after the change).
+    /// does), and a playback offset read anew moves it by the whole blocks of the change: at
+    /// once for one that brings the echo earlier, and from `realignSlackBlocks` for one that takes
+    /// it later (the smaller moves that came with an echo path's change through the devices,
+    /// 360–720 samples as module-loopback was loaded again, do not: realigning to them had cost
+    /// the cut after the change; the devices' clocks drifting that way move it every 30 ms of
+    /// drift). The held offset takes a reading more than 100 ms off at once (a gap in either
+    /// stream), smaller changes as its average strays by 15 ms.
     /// The canceller is told which kind of move it is (`followEchoDelay`, `realign`): its
     /// response stays against the echo either way, and for a followed delay it also tries the
     /// response moved, in case it had learned the echo at its new place first.
@@ -370,16 +372,24 @@ public final class VoiceProcessor: @unchecked Sendable {
     ) {
         let rate = sampleRateHertz / 1000
         var (delay, heldOffset) = cancellerAlignment ?? (echoDelaySamples, offset)
-        let drift = echoDelaySamples - delay
+        // The echo sits in the filter at margin + (heldOffset − offset) + (echo delay − delay).
+        // An offset that moved back (heldOffset − offset > 0: the echo later in the filter) is
+        // left up to `realignSlackBlocks`; one that moved on (the echo earlier, towards the
+        // filter's start, 40 ms away) is followed from one block, as the delay is.
+        let unaligned = heldOffset - offset
+        if unaligned >= Self.realignSlackBlocks * chunkSamples || unaligned <= -chunkSamples {
+            let realigned = unaligned / chunkSamples
+            canceller.realign(byBlocks: realigned)
+            heldOffset -= realigned * chunkSamples
+        }
+        // The delay is followed when the echo's place in the filter, the offset left unaligned
+        // included, leaves the band: a stray the canceller ignored, which the estimator measures
+        // as a shorter delay, does not make it move after all.
+        let drift = echoDelaySamples - delay + (heldOffset - offset)
         if drift < -30 * rate || drift > 60 * rate {
             let blocks = drift / chunkSamples
             canceller.followEchoDelay(byBlocks: blocks)
             delay += blocks * chunkSamples
-        }
-        let realigned = abs(heldOffset - offset) >= Self.realignSlackBlocks * chunkSamples ? (heldOffset - offset) / chunkSamples : 0
-        if realigned != 0 {
-            canceller.realign(byBlocks: realigned)
-            heldOffset -= realigned * chunkSamples
         }
         cancellerAlignment = (delay, heldOffset)
         let margin = Self.alignmentMarginMilliseconds * rate
