@@ -203,6 +203,8 @@ public final class VoiceProcessor: @unchecked Sendable {
     /// 54), the runs at 90–100 ms 29–60.
     private static let toldAsIsMilliseconds = 120
     private static let earlyMarginMilliseconds = 20
+    /// Once shifted, the far end stays shifted until the delay is this far under
+    /// `toldAsIsMilliseconds`.
     private static let shiftHysteresisMilliseconds = 20
     /// How far (samples) the far end handed to WebRTC's canceller is moved against its echo:
     /// 0 while the delay is told as it is, the rest of the delay once it is shifted.
@@ -219,8 +221,9 @@ public final class VoiceProcessor: @unchecked Sendable {
     private static let alignmentMarginMilliseconds = 40
     /// How far (blocks) the playback offset must move back from the one Tether's canceller is
     /// aligned to before it realigns (a move the other way realigns from one block): the echo
-    /// then sits up to 30 ms later in the filter, whose span reaches 280 ms past it. Through the devices (`tether-bench echo`, the cut 2–4 s after
-    /// the echo path changes / its gain drops 6 dB), realigning at every whole block read
+    /// then sits up to 30 ms later in the filter, whose span reaches 280 ms past it. Through the
+    /// devices (`tether-bench echo`, the cut 2–4 s after the echo path changes / its gain drops
+    /// 6 dB), realigning at every whole block read
     /// 1.0–40.6 / 18.6–34.3 dB, under 25 in 5 / 6 runs of 11; without the small realignments
     /// 33.8–43.5 / 29.1–35.0 dB in 11 runs (2 of them with this rule, 2 with the slack both ways,
     /// 4 realigning only across gaps, 3 never realigning).
@@ -317,9 +320,8 @@ public final class VoiceProcessor: @unchecked Sendable {
                 // and the aligned delay for a longer one, the far end handed to it late by the
                 // rest; never a far chunk not yet played.
                 let aligned = Self.alignedDelayMilliseconds * sampleRateHertz / 1000
-                // Once shifted, the far end stays shifted until the delay falls clearly under the
-                // limit (`shiftHysteresisMilliseconds`): a reading wobbling across it would move
-                // the far end by about 100 ms, and restart the canceller, at every wobble.
+                // A reading wobbling across the limit would otherwise move the far end by about
+                // 100 ms, and restart the canceller, at every wobble.
                 let limit = Self.toldAsIsMilliseconds - ((webrtcFarShift ?? 0) > 0 ? Self.shiftHysteresisMilliseconds : 0)
                 let shifted = echoDelaySamples > limit * sampleRateHertz / 1000
                 let toTell = shifted ? aligned : echoDelaySamples
