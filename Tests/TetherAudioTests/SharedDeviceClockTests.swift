@@ -42,7 +42,9 @@ private final class StallProbe: ClockedTask, @unchecked Sendable {
     }
 }
 
-@Suite("Shared device clock")
+/// Serialized: the tests share one clock thread (one per period), and the stall test's probe
+/// allocates on it (its stamps), which the allocation test counted when the two ran at once.
+@Suite("Shared device clock", .serialized)
 struct SharedDeviceClockTests {
     private func threadCount() -> Int {
         (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task").count) ?? -1
