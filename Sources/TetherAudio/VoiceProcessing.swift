@@ -118,6 +118,9 @@ public struct VoiceProcessingStatistics: Sendable, Equatable, BitwiseCopyable {
     /// How many times WebRTC's canceller was started afresh because the far end handed to it
     /// moved (the echo delay measured jumped past what its own delay tracking follows).
     public var echoCancellerRestarts = 0
+    /// How many times Tether's own canceller found the echo shifted by less than a 10 ms block
+    /// (unseen by the devices' timing and the delay measured) and moved its response with it.
+    public var echoPathShifts = 0
 
     public init() {}
 }
@@ -482,6 +485,7 @@ public final class VoiceProcessor: @unchecked Sendable {
             out.echoReturnLossEnhancementDecibels = own.echoReturnLossEnhancementDecibels
             out.echoReturnLossDecibels = own.echoReturnLossDecibels
             out.echoPresent = own.echoPresent
+            out.echoPathShifts = own.echoPathShifts
             if let webrtc, settings.noiseSuppression {
                 var s = tether_apm_statistics()
                 tether_apm_get_statistics(webrtc, &s)

@@ -164,6 +164,27 @@ struct EchoCancellerTests {
         #expect(louder.cut(from: 8, to: 10) >= 25)
     }
 
+    /// The echo path shifts by less than a block, unseen by the devices' timing and under the
+    /// echo delay estimator's 10 ms steps (a sound server's loopback dropping or adding a few
+    /// milliseconds: the PipeWire rig's moved 256 samples once in a 10 s call): the canceller
+    /// finds the shift and moves its response, so the echo is cut again within half a second.
+    @Test(arguments: [-5, 3])
+    func anEchoPathShiftedUnderABlockIsFoundAndFollowed(shiftMilliseconds: Int) {
+        var run = AlignedRoomRun(room: Self.quietRoom(delayMilliseconds: 60))
+        run.run(seconds: 6)
+        let before = run.cut(from: 4, to: 6)
+        #expect(run.canceller.statistics.echoPathShifts == 0)
+        run.room.delayMilliseconds += shiftMilliseconds
+        run.run(seconds: 3)
+        let stats = run.canceller.statistics
+        print(
+            "tether path shifted \(shiftMilliseconds) ms: before \(before), 0–0.5/0.5–1/1–3 s after \(run.cut(from: 6, to: 6.5)), "
+                + "\(run.cut(from: 6.5, to: 7)), \(run.cut(from: 7, to: 9)) dB; \(stats)")
+        #expect(stats.echoPathShifts >= 1)
+        #expect(run.cut(from: 6.5, to: 7) >= 25)
+        #expect(run.cut(from: 7, to: 9) >= 30)
+    }
+
     /// A second of loud near-end speech over the far end (the background filter is pulled off
     /// by it), then the far end alone: the echo is cut at once, as before.
     @Test func aLoudDoubleTalkBurstDoesNotUndoTheFilter() {

@@ -91,9 +91,9 @@ struct EchoDeviceTests {
                 let f = a.statistics().voiceProcessingFigures
                 let elapsed = (ContinuousClock.now - start) / .seconds(1)
                 let reading = String(
-                    format: "%@ window %d (to %.1f s): mic %.1f dBFS, heard %.1f dBFS, delay %@ ms (r %.3f), told %d ms, ERLE %@, restarts %d", label,
+                    format: "%@ window %d (to %.1f s): mic %.1f dBFS, heard %.1f dBFS, delay %@ ms (r %.3f), told %d ms, ERLE %@, restarts %d, shifts %d", label,
                     window, elapsed, atMic, heardLevel, f.measuredEchoDelayMilliseconds.map { "\($0)" } ?? "none", f.measuredEchoDelayCorrelation,
-                    f.reportedDelayMilliseconds, f.echoReturnLossEnhancementDecibels.map { "\($0)" } ?? "none", f.echoCancellerRestarts)
+                    f.reportedDelayMilliseconds, f.echoReturnLossEnhancementDecibels.map { "\($0)" } ?? "none", f.echoCancellerRestarts, f.echoPathShifts)
                 readings.append(reading)
                 print("echo " + reading)
                 #expect(atMic > -37, "the echo path brought \(atMic) dBFS back: no echo to cancel")

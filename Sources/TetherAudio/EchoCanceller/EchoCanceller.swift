@@ -36,6 +36,8 @@ public final class EchoCanceller: @unchecked Sendable {
         public var foregroundCopies = 0
         public var backgroundResets = 0
         public var divergenceResets = 0
+        /// Times the echo was found shifted by less than a block, and the response moved with it.
+        public var echoPathShifts = 0
         /// The near end's presence in the output (coherence of microphone and output, 0…1).
         public var nearEndCoherence = 0.0
         /// The share of the speech bands whose output is well over the residual echo expected
@@ -143,6 +145,7 @@ public final class EchoCanceller: @unchecked Sendable {
         s.foregroundCopies = linear.foregroundCopies
         s.backgroundResets = linear.backgroundResets
         s.divergenceResets = linear.divergenceResets
+        s.echoPathShifts = linear.echoPathShifts
         s.nearEndCoherence = Double(suppressor.nearEndCoherence)
         s.nearEndShare = Double(suppressor.nearEndShare)
         return s

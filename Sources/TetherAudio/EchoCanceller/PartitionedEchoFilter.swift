@@ -18,6 +18,9 @@ import Glibc
 /// blocks and cancels a good part of the microphone (a path change, or the start); it is reset
 /// from the foreground when double talk has made it clearly worse. A foreground whose error stays
 /// louder than the microphone has diverged and is replaced (by the background, or by nothing).
+/// One that stopped cancelling because the echo moved by less than a block, unseen by the
+/// alignment (`EchoShiftSearch`), is moved with it when the moved response cuts the current
+/// block 6 dB more.
 /// Overlap-save, with the gradient constraint applied to `constraintsPerBlock` partitions per
 /// block in turn (the unconstrained updates between leave a circular error that it removes),
 /// passing by the background's partitions that the tap-by-tap update left constrained.
@@ -81,7 +84,17 @@ final class PartitionedEchoFilter {
     private var backgroundWorseBlocks = 0
     private var divergedBlocks = 0
     private var constraintCursor = 0
+    /// Where a shifted echo path is looked for (`EchoShiftSearch`); room for a whole response in
+    /// the time domain (`partitions × blockSamples` taps), to shift it, and for the shifted one.
+    private let shiftSearch: EchoShiftSearch
+    private let response: UnsafeMutablePointer<Float>
+    private let shifted: UnsafeMutablePointer<Float>
+    /// Blocks in a row the foreground has removed less than 3 dB of an audible microphone, and
+    /// blocks left before the next look for a shift.
+    private var poorBlocks = 0
+    private var shiftSearchHoldoff = 0
     /// Counters for tests and statistics.
+    private(set) var echoPathShifts = 0
     private(set) var foregroundCopies = 0
     private(set) var backgroundResets = 0
     private(set) var divergenceResets = 0
@@ -118,6 +131,11 @@ final class PartitionedEchoFilter {
     static let tapCap: Float = 3
     /// Far-end blocks quieter than this (RMS, full scale 1) do not adapt the filters (−66 dBFS).
     static let farActiveRMS: Float = 5e-4
+    /// The blocks in a row the foreground must have cut less than 3 dB of an audible microphone
+    /// before a shifted echo path is looked for, and the blocks between two looks (a look costs
+    /// about a millisecond, and double talk keeps the foreground that poor for seconds).
+    static let poorBlocksBeforeShiftSearch = 8
+    static let blocksBetweenShiftSearches = 25
 
     init(blockSamples: Int, partitions: Int) {
         self.blockSamples = blockSamples
@@ -147,12 +165,16 @@ final class PartitionedEchoFilter {
         tapwise.initialize(repeating: false, count: partitions)
         error = RealFFT.allocateReal(blockSamples)
         estimate = RealFFT.allocateReal(blockSamples)
+        shiftSearch = EchoShiftSearch(blockSamples: blockSamples)
+        response = RealFFT.allocateReal(partitions * blockSamples)
+        shifted = RealFFT.allocateReal(partitions * stride)
     }
 
     deinit {
         for pointer in [
             far, foreground, background, partitionGain, weightedPower, foregroundEstimate, backgroundEstimate, foregroundErrorSpectrum,
-            backgroundErrorSpectrum, estimatePower, errorPower, time, spectrum, backgroundError, error, estimate,
+            backgroundErrorSpectrum, estimatePower, errorPower, time, spectrum, backgroundError, error, estimate, response,
+            shifted,
         ] {
             RealFFT.free(pointer)
         }
@@ -198,6 +220,7 @@ final class PartitionedEchoFilter {
             echo += estimate[i] * estimate[i]
         }
         blockEnergies = (far: farEnergy, microphone: mic, estimate: echo)
+        shiftSearch.record(microphone: microphone, estimate: estimate)
         microphoneEnergy = flushed(microphoneEnergy + 0.2 * (mic - microphoneEnergy))
         foregroundEnergy = flushed(foregroundEnergy + 0.2 * (fg - foregroundEnergy))
         backgroundEnergy = flushed(backgroundEnergy + 0.2 * (bg - backgroundEnergy))
@@ -404,6 +427,26 @@ final class PartitionedEchoFilter {
         // Diverged: its error louder than the microphone by 3 dB over ten blocks in a row of a
         // microphone well above silence (an echo tail or a pause alone proves nothing).
         let audible = microphoneEnergy > Float(blockSamples) * 1e-6
+        poorBlocks = audible && foregroundEnergy > 0.5 * microphoneEnergy ? poorBlocks + 1 : 0
+        shiftSearchHoldoff = max(0, shiftSearchHoldoff - 1)
+        if poorBlocks >= Self.poorBlocksBeforeShiftSearch && shiftSearchHoldoff == 0 {
+            shiftSearchHoldoff = Self.blocksBetweenShiftSearches
+            if let samples = shiftSearch.find(), samples != 0, shiftedCancelsMore(bySamples: samples) {
+                foreground.update(from: shifted, count: floats)
+                background.update(from: shifted, count: floats)
+                tapwiseConstrained = false
+                estimatePower.update(repeating: 0, count: bins)
+                errorPower.update(repeating: 0, count: bins)
+                foregroundEnergy = 0.1 * microphoneEnergy
+                backgroundEnergy = foregroundEnergy
+                poorBlocks = 0
+                divergedBlocks = 0
+                backgroundBetterBlocks = 0
+                backgroundWorseBlocks = 0
+                echoPathShifts += 1
+                return
+            }
+        }
         divergedBlocks = audible && foregroundEnergy > 2 * microphoneEnergy ? divergedBlocks + 1 : 0
         if divergedBlocks >= 10 {
             divergedBlocks = 0
@@ -438,6 +481,51 @@ final class PartitionedEchoFilter {
             backgroundEnergy = foregroundEnergy
             backgroundWorseBlocks = 0
             backgroundResets += 1
+        }
+    }
+
+    /// Whether the foreground's response moved by `samples` (into `shifted`) would have cut the
+    /// current block by 6 dB more than the foreground did: a shift that only matched by chance
+    /// (the periodicity of voiced speech) is not taken. The background's buffers serve as scratch:
+    /// the next block computes them anew.
+    private func shiftedCancelsMore(bySamples samples: Int) -> Bool {
+        shifted.update(from: foreground, count: partitions * stride)
+        shiftResponse(shifted, bySamples: samples)
+        let n = blockSamples
+        let microphone = shiftSearch.lastMicrophone
+        filter(shifted, into: backgroundEstimate, microphone: microphone, error: backgroundError, errorSpectrum: backgroundErrorSpectrum)
+        var now: Float = 0
+        var moved: Float = 0
+        for i in 0..<n {
+            now += error[i] * error[i]
+            moved += backgroundError[i] * backgroundError[i]
+        }
+        return moved < 0.25 * now
+    }
+
+    /// Moves a filter's response `samples` taps later (earlier when negative) across its
+    /// partitions: each partition's taps in the time domain, the whole response shifted, and
+    /// split back into partitions (constrained).
+    private func shiftResponse(_ weights: UnsafeMutablePointer<Float>, bySamples samples: Int) {
+        let n = blockSamples
+        let total = partitions * n
+        let scale = 1 / Float(fftSize)
+        for p in 0..<partitions {
+            spectrum.update(from: weights + p * stride, count: 2 * bins)
+            fft.inverse(spectrum, time)
+            for i in 0..<n { response[p * n + i] = time[i] * scale }
+        }
+        if samples > 0 {
+            memmove(response + samples, response, (total - samples) * MemoryLayout<Float>.stride)
+            response.update(repeating: 0, count: samples)
+        } else {
+            memmove(response, response - samples, (total + samples) * MemoryLayout<Float>.stride)
+            (response + total + samples).update(repeating: 0, count: -samples)
+        }
+        for p in 0..<partitions {
+            time.update(from: response + p * n, count: n)
+            (time + n).update(repeating: 0, count: n)
+            fft.forward(time, weights + p * stride)
         }
     }
 
