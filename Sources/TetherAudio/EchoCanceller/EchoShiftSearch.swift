@@ -47,8 +47,10 @@ final class EchoShiftSearch {
     /// estimate over the recent blocks: the lag at which the microphone matches the estimate
     /// best, when that match is close (`correlation`) and clearly better than unmoved
     /// (`correlationGain`); nil otherwise (a near talker, a filter that had not learned the echo
-    /// yet, a response that changed rather than moved). About 2 × 961 × 1920 multiplications at
-    /// 48 kHz.
+    /// yet, a response that changed rather than moved). At 48 kHz, 961 lags of up to 1,920
+    /// samples, three multiply-adds each: 1.3 ms (this loop compiled alone with `swiftc -O`).
+    /// The three sums are independent, so the two energies cost little beside the cross sum
+    /// (taking them from running sums instead read 1.31 against 1.33 ms).
     func find() -> Int? {
         let length = Self.recentBlocks * blockSamples
         var best = 0
