@@ -23,7 +23,11 @@ struct EchoBench: AsyncParsableCommand {
             the talker as loud as the echo (equal level); then the echo path changes (delay) and the \
             cut is measured 2–4 s later, then its gain drops 6 dB and it is measured again. The \
             near end's recordings are scored against its clip with P.862.2 wideband PESQ; the \
-            target is double talk within 0.5 of no echo.
+            target is double talk within 0.5 of no echo. The first double talk starts 4.2 s into \
+            the call (the simulated rooms': 8 s), while the linear stage is still converging. \
+            --microphone-noise-dbfs plays a hiss into room_mic throughout: without it, the \
+            talker's pauses are digital silence, in which PESQ-WB weighs whatever echo is left \
+            heavily.
             """)
 
     @Option(
@@ -34,7 +38,7 @@ struct EchoBench: AsyncParsableCommand {
     var simulated = true
 
     @Flag(
-        help: "Run the simulated rooms with each canceller's noise suppression, gain control and high-pass filter too (by default they run echo cancellation alone: the rooms are noiseless).")
+        help: "Run the simulated rooms with each canceller's noise suppression, gain control and high-pass filter too (by default they run echo cancellation alone: two of the three rooms are noiseless).")
     var simulatedPostProcessing = false
 
     @Flag(inversion: .prefixedNo, help: "Run the device rig (one call per canceller, about 50 s each).")
@@ -42,6 +46,11 @@ struct EchoBench: AsyncParsableCommand {
 
     @Option(help: "The echo's volume on the loopback, percent (PulseAudio's cubic scale: 100 = as played).")
     var echoVolume: Int = 100
+
+    @Option(
+        help:
+            "A noise floor on the rig's microphone: white noise at this RMS level (dBFS) played into room_mic for the whole call, as a quiet room's hiss (the rig has digital silence between words without it).")
+    var microphoneNoiseDBFS: Double?
 
     @Option(help: "Folder for the clips and the recordings.")
     var workDirectory: String = ".build/echo"
@@ -124,11 +133,15 @@ struct EchoBench: AsyncParsableCommand {
             Self.printSimulated(simulatedRows, scores: scores)
             return
         }
-        say("echo: \(cancellers.count) canceller(s); echo path 60 ms then 160 ms of loopback at \(echoVolume) %, then 6 dB quieter; far end \(QualityBench.voices[0]), near end \(QualityBench.voices[1])")
+        say("echo: \(cancellers.count) canceller(s); echo path 60 ms then 160 ms of loopback at \(echoVolume) %, then 6 dB quieter; far end \(QualityBench.voices[0]), near end \(QualityBench.voices[1])"
+                + (microphoneNoiseDBFS.map { "; microphone hiss \($0) dBFS" } ?? ""))
         var rows: [Row] = []
         for (canceller, setting) in zip(cancellers, settings) {
             say("  \(canceller)…")
-            rows.append(try await Self.call(label: canceller, settings: setting, far: far, near: near, volume: echoVolume, directory: workDirectory))
+            rows.append(
+                try await Self.call(
+                    label: canceller, settings: setting, far: far, near: near, volume: echoVolume, noiseDBFS: microphoneNoiseDBFS,
+                    directory: workDirectory))
         }
         let pairs = rows.flatMap { [(near, $0.doubleTalk), (near, $0.nearAlone), (near, $0.doubleTalkEqual), (near, $0.nearAloneEqual)] }
         let scores = QualityBench.score(
@@ -231,8 +244,20 @@ struct EchoBench: AsyncParsableCommand {
     }
 
     /// One call with one canceller; see the command's discussion.
-    static func call(label: String, settings: VoiceProcessingSettings, far: String, near: String, volume: Int, directory: String) async throws -> Row {
+    static func call(
+        label: String, settings: VoiceProcessingSettings, far: String, near: String, volume: Int, noiseDBFS: Double?, directory: String
+    ) async throws -> Row {
         var row = Row(canceller: label)
+        // The microphone's hiss, looped (10 s), from before the call to its end.
+        var hiss: SinkPlayer?
+        if let noiseDBFS {
+            let path = "\(directory)/noise.wav"
+            try WAVFile.write(
+                samples: EchoSimulation.noise(count: 10 * 48_000, dBFS: noiseDBFS).map { Int16(max(-32_767, min(32_767, $0.rounded()))) },
+                sampleRateHertz: 48_000, to: path)
+            hiss = try SinkPlayer(source: WAVFileSource(path: path, loop: true), sink: "room_mic")
+        }
+        defer { hiss?.stop() }
         var path = try EchoPath(latencyMilliseconds: 60, volumePercent: volume)
         defer { path.remove() }
         var ca = CallConfiguration(
