@@ -249,13 +249,12 @@ struct EchoBench: AsyncParsableCommand {
     ) async throws -> Row {
         var row = Row(canceller: label)
         // The microphone's hiss, looped (10 s), from before the call to its end.
-        var hiss: SinkPlayer?
-        if let noiseDBFS {
+        let hiss = try noiseDBFS.map { level in
             let path = "\(directory)/noise.wav"
             try WAVFile.write(
-                samples: EchoSimulation.noise(count: 10 * 48_000, dBFS: noiseDBFS).map { Int16(max(-32_767, min(32_767, $0.rounded()))) },
+                samples: EchoSimulation.noise(count: 10 * 48_000, dBFS: level).map { Int16(max(-32_767, min(32_767, $0.rounded()))) },
                 sampleRateHertz: 48_000, to: path)
-            hiss = try SinkPlayer(source: WAVFileSource(path: path, loop: true), sink: "room_mic")
+            return try SinkPlayer(source: WAVFileSource(path: path, loop: true), sink: "room_mic")
         }
         defer { hiss?.stop() }
         var path = try EchoPath(latencyMilliseconds: 60, volumePercent: volume)

@@ -32,7 +32,7 @@ enum EchoSimulation {
     /// white noise at −70 dBFS added afterwards to both recordings (double talk, no echo) of the
     /// pure delay moved double talk from −0.45 to −0.31 (talker 5 dB over the echo) and from −0.82
     /// to −0.59 (equal level) against no echo. In the noisy room the echo cut cannot exceed the
-    /// echo's height over the noise (about 40 dB).
+    /// echo's height over the noise.
     static let rooms: [Room] = [
         Room(name: "delay 90 ms", delayMilliseconds: 90, taps: [(0, 0.5)]),
         Room(
@@ -52,14 +52,17 @@ enum EchoSimulation {
         let scale = rms / (4.0 / 3).squareRoot()
         return (0..<count).map { _ in
             var sum = 0.0
-            for _ in 0..<4 {
-                state ^= state << 13
-                state ^= state >> 17
-                state ^= state << 5
-                sum += Double(state) / Double(UInt32.max) * 2 - 1
-            }
+            for _ in 0..<4 { sum += uniform(&state) }
             return sum * scale
         }
+    }
+
+    /// The next xorshift32 draw from `state`, uniform on [−1, 1].
+    static func uniform(_ state: inout UInt32) -> Double {
+        state ^= state << 13
+        state ^= state >> 17
+        state ^= state << 5
+        return Double(state) / Double(UInt32.max) * 2 - 1
     }
 
     /// Deterministic random taps every 1 ms from 10 ms to `milliseconds`, starting 30 dB under
@@ -68,10 +71,7 @@ enum EchoSimulation {
         var state: UInt32 = 2_463_534_242
         var taps: [(lag: Int, gain: Double)] = []
         for ms in stride(from: 10, to: milliseconds, by: 1) {
-            state ^= state << 13
-            state ^= state >> 17
-            state ^= state << 5
-            let sign = Double(state) / Double(UInt32.max) * 2 - 1
+            let sign = uniform(&state)
             let decay = pow(10, -3 * Double(ms) / Double(milliseconds))  // −60 dB over the span
             taps.append((ms * 48, direct * 0.0316 * decay * sign))
         }
