@@ -92,7 +92,9 @@ test-tsan:
 # 34–44 dB in the first 2 s window in others); the same call with one path runs under ASan.
 # So is the heavy-loss RED test: it expects random loss on an uncongested path, and an ASan build on
 # a loaded machine delays the relay's forwarding enough that the rate control takes the path for a
-# queue and the loss for congestion's, and rightly turns RED off (a loaded CI run, 1efe559).
+# queue and the loss for congestion's, and rightly turns RED off (a loaded CI run, 1efe559). So is
+# the bursty-loss RED test, for the same reason: in the CI run of b4aeed7 the ASan build's relay
+# lowered the estimate to 45 kb/s, A went to 40 ms packets with FEC, and no RED was left to count.
 # The baresip interop suite is left to the unit phase too: 90 s of a SIP peer's own timers, on the
 # SDES-SRTP path that the GStreamer peer's suite (which runs here) takes through Tether as well.
 # So is the 50 s give-up test: 51 s of waiting on the default give-up; the give-up's teardown
@@ -111,7 +113,7 @@ test-asan:
 	ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$(CURDIR)/scripts/lsan-test-harness.supp \
 		scripts/run-tests.sh 20 scripts/with-test-audio.sh $(SWIFT) test --skip-build --disable-xctest \
 		--scratch-path $(ASAN_SCRATCH) --sanitize=address --no-parallel --filter 'TetherTests|TetherICETests' \
-		--skip 'AfterTheEchoPathChanges|BaresipInteropTests|heavyLossSendsTheTwoFramesBeforeInEachPacket|outageLongerThanFiftySeconds|withoutConsentFreshnessAWithdrawalGoesUnnoticed'
+		--skip 'AfterTheEchoPathChanges|BaresipInteropTests|heavyLossSendsTheTwoFramesBeforeInEachPacket|burstyLossReachesTheSenderAsLossRunsAndSwitchesRedundancyOn|outageLongerThanFiftySeconds|withoutConsentFreshnessAWithdrawalGoesUnnoticed'
 	@scripts/phase-clock.sh end test-asan.run
 
 # Coverage-guided fuzzing (libFuzzer + AddressSanitizer) of SDP and offer/answer, RTP/RTCP and the
