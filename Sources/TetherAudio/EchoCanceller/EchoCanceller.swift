@@ -86,7 +86,12 @@ public final class EchoCanceller: @unchecked Sendable {
         let scale: Float = 1 / 32_768
         for i in 0..<n { microphone[i] = Float(near[i]) * scale }
         for i in 0..<(2 * n) { farWindow[i] = Float(far[i]) * scale }
-        linear.process(farWindow: farWindow, microphone: microphone, nearEndPresence: suppressor.nearEndCoherence)
+        // The foreground holds where the near end talks: by the coherence of microphone and
+        // output, or by the share of bands the near end holds, whichever says more (the
+        // coherence reads about half in double talk with an echo as loud as the talker).
+        linear.process(
+            farWindow: farWindow, microphone: microphone,
+            nearEndPresence: max(suppressor.nearEndCoherence, suppressor.nearEndPresence))
         suppressor.process(
             microphone: microphone, estimate: linear.estimate, error: linear.error, farActive: linear.farActive, output: output)
         for i in 0..<n {
