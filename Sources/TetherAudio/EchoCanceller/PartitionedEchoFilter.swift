@@ -12,8 +12,7 @@ import Glibc
 /// - the **foreground** filter, whose error is the output, adapts with a step scaled per bin by
 ///   how much of its error is echo it has not yet removed (the residual echo, from the filter's
 ///   own estimate times a leakage learned by regression, over the error's power), and holds
-///   still where the near end talks (`nearEndPresence`, from the suppressor's coherence and
-///   near-end share).
+///   still where the near end talks (`nearEndPresence`).
 ///
 /// The background is copied into the foreground when it has removed clearly more echo for a few
 /// blocks and cancels a good part of the microphone (a path change, or the start); it is reset
@@ -137,12 +136,8 @@ final class PartitionedEchoFilter {
     /// about a millisecond, and double talk keeps the foreground that poor for seconds).
     static let poorBlocksBeforeShiftSearch = 8
     static let blocksBetweenShiftSearches = 25
-    /// The least leakage the foreground's step assumes (−23 dB). The regression reads no more
-    /// than this most of the time (a replayed rig call: at 59 of 69 one-second marks), so it sets
-    /// the step that double talk gets past the hold: η·|Y|²/|E|², the near talker in |E|². 0.001
-    /// moved the simulated rooms' double talk by −0.02 to +0.07 PESQ-WB, but the synthetic-voice
-    /// rooms of the unit tests then cut the steady echo by 37 dB instead of 42 (a smaller step
-    /// from 23 dB on).
+    /// The least leakage the foreground's step assumes (−23 dB; what the regression read at 59 of 69 one-second marks of a rig call),
+    /// so the step double talk gets past the hold. With 0.001 the unit tests' 20 and 60 ms rooms cut 37 dB steady, not 42.
     static let minimumLeakage: Float = 0.005
 
     init(blockSamples: Int, partitions: Int) {
@@ -336,8 +331,7 @@ final class PartitionedEchoFilter {
         if varianceEstimate > 0 {
             leakage = min(0.5, max(Self.minimumLeakage, covarianceErrorEstimate / varianceEstimate))
         }
-        // Where the near end talks the foreground holds still: the background tracks, and is
-        // copied in when it proves better.
+        // Where the near end talks the foreground holds still: the background tracks, and is copied in when it proves better.
         let hold = max(0, 1 - 2 * nearEndPresence)
         guard hold > 0 else { return }
         proportion(foreground)
