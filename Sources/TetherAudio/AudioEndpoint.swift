@@ -9,8 +9,12 @@ import TetherRealtime
 /// none started) means "two frames", the media loop's cushion for such devices. Written by the
 /// device (at start, and on its thread when its requests change size), read by the media loop:
 /// relaxed, a hint that orders no other memory.
+///
+/// It also counts the silence the device played in the ring's place (`silenceSamples`), which the
+/// echo canceller's reference must hold too.
 public final class PlaybackDemand: Sendable {
     private let samples = Atomic<Int>(0)
+    private let silence = Atomic<Int>(0)
 
     public init() {}
 
@@ -20,6 +24,15 @@ public final class PlaybackDemand: Sendable {
     /// Sets the samples wanted queued (0: not said).
     /// - Note: Called on device threads; does not allocate.
     public func set(queuedSamples: Int) { samples.store(queuedSamples, ordering: .relaxed) }
+
+    /// The samples of silence the device has played so far because the ring ran dry. The device
+    /// plays silence only once it has taken everything the ring held, so silence counted before
+    /// the media loop queues a frame was played after every frame queued before it.
+    public var silenceSamples: Int { silence.load(ordering: .relaxed) }
+
+    /// Counts silence the device played in the ring's place.
+    /// - Note: Called on device threads; does not allocate.
+    public func add(silenceSamples: Int) { _ = silence.add(silenceSamples, ordering: .relaxed) }
 }
 
 /// What a source or sink is given at start: the format, the ring it fills or drains, and the

@@ -110,11 +110,12 @@ struct DeviceThreadIO: Sendable {
         demand._withUnsafeGuaranteedRef { $0.set(queuedSamples: queuedSamples) }
     }
 
-    /// Counts one underrun: the device played silence because the ring ran dry.
+    /// Counts one underrun: the device played `silenceSamples` of silence because the ring ran dry.
     /// - Note: Called on the device thread; must not allocate.
     @inline(__always)
-    func countUnderrun() {
+    func countUnderrun(silenceSamples: Int) {
         counters._withUnsafeGuaranteedRef { _ = $0.underruns.add(1, ordering: .relaxed) }
+        demand._withUnsafeGuaranteedRef { $0.add(silenceSamples: silenceSamples) }
     }
 
     /// Records the device's own latency as it reports it.
@@ -147,7 +148,7 @@ struct DeviceThreadIO: Sendable {
             return true
         }
         frame.update(repeating: 0)
-        countUnderrun()
+        countUnderrun(silenceSamples: frame.count)
         return false
     }
 

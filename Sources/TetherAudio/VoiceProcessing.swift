@@ -179,6 +179,8 @@ public final class VoiceProcessor: @unchecked Sendable {
     /// The far end's recent history (two seconds) by sample position, and the scratch chunks.
     private let history: UnsafeMutableBufferPointer<Int16>
     private var historyWritten = 0
+    /// The playback device's count of the silence it played, as the last `analyzePlayback` took it.
+    private var silenceTaken: Int?
     /// Capture samples processed so far (the position of the next capture sample).
     private var captureWritten = 0
     private let farChunk: UnsafeMutableBufferPointer<Int16>
@@ -290,7 +292,23 @@ public final class VoiceProcessor: @unchecked Sendable {
 
     /// What is played (any number of samples, in the order the playback device takes them): the
     /// echo canceller's reference.
-    public func analyzePlayback(_ samples: UnsafeBufferPointer<Int16>) {
+    ///
+    /// `silencePlayedSamples` is the device's count of the silence it played so far where the
+    /// ring ran dry (`PlaybackDemand.silenceSamples`, read before these samples were queued): the
+    /// silence since the last call is put in the reference before them, so that the reference
+    /// stays what the device played. Left out, every underrun moves the echo later against the
+    /// reference by what was missing — an echo path change for the canceller (the test devices,
+    /// at a call's start: 125 ms in 5 s, and 2–13 s to converge where it was not there).
+    public func analyzePlayback(_ samples: UnsafeBufferPointer<Int16>, silencePlayedSamples: Int? = nil) {
+        if let silencePlayedSamples {
+            // The count from before this processor is not the reference's.
+            let gap = silencePlayedSamples - (silenceTaken ?? silencePlayedSamples)
+            silenceTaken = silencePlayedSamples
+            if gap > 0 {
+                for i in 0..<min(gap, history.count) { history[(historyWritten + i) % history.count] = 0 }
+                historyWritten += gap
+            }
+        }
         for i in 0..<samples.count {
             history[(historyWritten + i) % history.count] = samples[i]
         }

@@ -18,8 +18,9 @@ extension MediaLoop {
             let ahead = Double(setup.playbackRing.availableToRead) * 1000 / Double(Self.clockRateHertz)
             playbackQueueMilliseconds = playbackQueueMilliseconds < 0 ? ahead : playbackQueueMilliseconds + (ahead - playbackQueueMilliseconds) / 16
             let frame = decodeNextFrame(now: now)
-            // What is played is the echo canceller's reference.
-            setup.voiceProcessor?.analyzePlayback(UnsafeBufferPointer(frame))
+            // What is played is the echo canceller's reference, with the silence the device
+            // played before it where the ring ran dry.
+            setup.voiceProcessor?.analyzePlayback(UnsafeBufferPointer(frame), silencePlayedSamples: setup.playbackDemand.silenceSamples)
             _ = setup.playbackRing.writeAll(UnsafeBufferPointer(frame))
         }
     }

@@ -289,10 +289,10 @@ struct ALSADeviceLoop: Sendable {
                 continue
             } else {
                 waitedForRing = 0
-                io.countUnderrun()
-                io.signal()  // the media loop is behind: wake it
                 source = UnsafePointer(state.silence.baseAddress!)
                 count = min(Int(room), state.silence.count)
+                io.countUnderrun(silenceSamples: count)
+                io.signal()  // the media loop is behind: wake it
             }
             var written = 0
             while written < count {

@@ -168,12 +168,14 @@ struct PulseStreamIO {
         }
         let starved = remaining > 0 && padWithSilence
         if starved {
-            io.countUnderrun()
+            var silence = 0
             while remaining > 0, let (data, room) = beginWrite(stream, samples: remaining) {
                 memset(data, 0, room * 2)
                 if pa_stream_write(stream, data, room * 2, nil, 0, PA_SEEK_RELATIVE) != 0 { break }
                 remaining -= room
+                silence += room
             }
+            io.countUnderrun(silenceSamples: silence)
         }
         if moved > 0 || starved { io.signal() }  // starved: the media loop is behind, wake it
         return remaining
