@@ -115,7 +115,14 @@ struct DeviceThreadIO: Sendable {
     @inline(__always)
     func countUnderrun(silenceSamples: Int) {
         counters._withUnsafeGuaranteedRef { _ = $0.underruns.add(1, ordering: .relaxed) }
-        demand._withUnsafeGuaranteedRef { $0.add(silenceSamples: silenceSamples) }
+        countSilence(samples: silenceSamples)
+    }
+
+    /// Counts silence the device played in the ring's place (`PlaybackDemand.silenceSamples`).
+    /// - Note: Called on the device thread; must not allocate.
+    @inline(__always)
+    func countSilence(samples: Int) {
+        demand._withUnsafeGuaranteedRef { $0.add(silenceSamples: samples) }
     }
 
     /// Records the device's own latency as it reports it.
@@ -159,10 +166,10 @@ struct DeviceThreadIO: Sendable {
         let ok = ring._withUnsafeGuaranteedRef { ring in
             ring.availableToRead >= samplesPerFrame && ring.discard(samplesPerFrame) == samplesPerFrame
         }
-        counters._withUnsafeGuaranteedRef { counters in
-            _ = ok
-                ? counters.framesTransferred.add(1, ordering: .relaxed)
-                : counters.underruns.add(1, ordering: .relaxed)
+        if ok {
+            counters._withUnsafeGuaranteedRef { _ = $0.framesTransferred.add(1, ordering: .relaxed) }
+        } else {
+            countUnderrun(silenceSamples: samplesPerFrame)
         }
     }
 

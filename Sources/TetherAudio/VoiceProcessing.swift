@@ -86,7 +86,8 @@ public struct VoiceProcessingSettings: Sendable, Equatable {
 
 /// The figures of the voice processing, where the library gives them.
 public struct VoiceProcessingStatistics: Sendable, Equatable, BitwiseCopyable {
-    /// 10 ms chunks processed on the capture side and analysed on the playback side.
+    /// 10 ms chunks processed on the capture side, and played on the playback side (the silence a
+    /// device played where its ring ran dry included).
     public var captureChunks = 0
     public var playbackChunks = 0
     /// Echo return loss enhancement: how much the canceller removed (dB, recent average); nil
@@ -301,12 +302,15 @@ public final class VoiceProcessor: @unchecked Sendable {
     /// at a call's start: 125 ms in 5 s, and 2–13 s to converge where it was not there).
     public func analyzePlayback(_ samples: UnsafeBufferPointer<Int16>, silencePlayedSamples: Int? = nil) {
         if let silencePlayedSamples {
-            // The count from before this processor is not the reference's.
-            let gap = silencePlayedSamples - (silenceTaken ?? silencePlayedSamples)
+            // The count from before this processor is not the reference's; one that went back
+            // (another device's count) starts again from where it is. More than the history
+            // (2 s) only clears it: the playback offset takes the rest as the jump it is.
+            let gap = silencePlayedSamples &- (silenceTaken ?? silencePlayedSamples)
             silenceTaken = silencePlayedSamples
             if gap > 0 {
-                for i in 0..<min(gap, history.count) { history[(historyWritten + i) % history.count] = 0 }
-                historyWritten += gap
+                let kept = min(gap, history.count)
+                for i in 0..<kept { history[(historyWritten + i) % history.count] = 0 }
+                historyWritten += kept
             }
         }
         for i in 0..<samples.count {

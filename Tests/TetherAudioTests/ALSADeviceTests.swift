@@ -149,6 +149,7 @@ struct ALSADeviceTests {
             playback.stop()
             #expect(statistics.underruns >= 10)
             #expect(statistics.framesTransferred == 0)
+            #expect(endpoint.demand.silenceSamples >= 10 * 48, "\(endpoint.demand.silenceSamples) samples of silence counted")
             #expect(statistics.scheduling != .notStarted)
             #expect(statistics.latencyMilliseconds != nil)
             #expect(endpoint.demand.queuedSamples == 0)

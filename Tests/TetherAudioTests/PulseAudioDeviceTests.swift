@@ -56,6 +56,8 @@ struct PulseAudioDeviceTests {
         let statistics = playback.statistics
         #expect(statistics.underruns >= 10)
         #expect(statistics.framesTransferred == 0)
+        // The silence it played is counted for the echo canceller's reference.
+        #expect(endpoint.demand.silenceSamples >= 10 * 48, "\(endpoint.demand.silenceSamples) samples of silence counted")
         #expect(endpoint.demand.queuedSamples > 0)
         playback.stop()
         #expect(endpoint.demand.queuedSamples == 0)

@@ -290,7 +290,7 @@ struct VoiceProcessingTests {
     /// start through PulseAudio): the device plays 10 ms of silence in its place four times a
     /// second, and every time the echo comes 10 ms later against what was handed over. Told the
     /// silence the device played (`silencePlayedSamples`), the canceller's reference holds it
-    /// too, the echo stays put against the reference, and the cut from the third second is 25 dB;
+    /// too, the echo stays put against the reference, and the cut from the third second is at least 25 dB;
     /// not told, the echo moves 40 ms a second against it (what kept Tether's canceller's cut
     /// under 8 dB for 12 s in some device tests, where the ring ran dry for 125 ms in a call's
     /// first 5 s).

@@ -336,16 +336,21 @@ struct ALSADeviceLoop: Sendable {
 
     /// Writes silence for all of the buffer but one period, so that the first real period fills
     /// the buffer and starts the stream with a full period of margin.
+    /// - Returns: the frames of silence written.
     /// - Note: Called on the device thread; must not allocate.
-    private func prefill(pcm: OpaquePointer) {
+    @discardableResult
+    private func prefill(pcm: OpaquePointer) -> Int {
         var remaining = state.bufferFrames - state.periodFrames
         let silence = state.silence
+        var written = 0
         while remaining > 0 {
             let chunk = min(remaining, silence.count)
             let result = snd_pcm_writei(pcm, silence.baseAddress!, snd_pcm_uframes_t(chunk))
-            guard result > 0 else { return }
+            guard result > 0 else { break }
             remaining -= result
+            written += result
         }
+        return written
     }
 
     /// Recovers from `code` (a negative ALSA result) when it is an xrun or a suspend.
@@ -380,12 +385,14 @@ struct ALSADeviceLoop: Sendable {
         }
     }
 
-    /// Prepares the stream again after an xrun (refilling the playback margin).
+    /// Prepares the stream again after an xrun (refilling the playback margin, silence that is
+    /// counted as played in the ring's place; the silence the device played before the xrun was
+    /// noticed is not known here, and is not counted).
     /// - Note: Called on the device thread; must not allocate.
     private func restart(pcm: OpaquePointer) -> Int32? {
         let prepared = snd_pcm_prepare(pcm)
         guard prepared >= 0 else { return prepared }
-        if direction == .playback { prefill(pcm: pcm) }
+        if direction == .playback { io.countSilence(samples: prefill(pcm: pcm)) }
         return nil
     }
 }
