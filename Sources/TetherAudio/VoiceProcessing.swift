@@ -299,7 +299,7 @@ public final class VoiceProcessor: @unchecked Sendable {
     /// silence since the last call is put in the reference before them, so that the reference
     /// stays what the device played. Left out, every underrun moves the echo later against the
     /// reference by what was missing — an echo path change for the canceller (the test devices,
-    /// at a call's start: 125 ms in 5 s, and 2–13 s to converge where it was not there).
+    /// at a call's start: 125 ms in 5 s; the article gives what that cost).
     public func analyzePlayback(_ samples: UnsafeBufferPointer<Int16>, silencePlayedSamples: Int? = nil) {
         if let silencePlayedSamples {
             // The count from before this processor is not the reference's; one that went back

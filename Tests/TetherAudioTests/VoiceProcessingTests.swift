@@ -494,9 +494,9 @@ struct VoiceProcessingTests {
 struct SimulatedDevices {
     let processor: VoiceProcessor
     let echoDelay: Int
-    var far = SyntheticVoice(pitchHertz: 120, peak: 7000)
-    var playbackRing: [Int16] = []
-    var captureRing: [Int16] = []
+    private var far = SyntheticVoice(pitchHertz: 120, peak: 7000)
+    private var playbackRing: [Int16] = []
+    private var captureRing: [Int16] = []
     private var line = [Double](repeating: 0, count: 48_000)
     private var played = 0
     private var chunk = [Int16](repeating: 0, count: 480)
